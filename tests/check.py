@@ -1,0 +1,132 @@
+"""Check a step of the tutorial: `python -m tests.check 09` (or `pixi run s09`).
+
+    python -m tests.check 9            check steps/step_09.py
+    python -m tests.check 09 --solutions   check solutions/solution_09.py
+    python -m tests.check all          check every step, with a progress summary
+
+Exit status: 0 all checks pass, 1 a check fails, 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import re
+import sys
+import time
+from pathlib import Path
+
+from tools import max_runtime
+
+from .checker import report
+from .checker.engine import Step, run_step
+from .checker.learner import REPO, display_path
+
+USAGE_ERROR = 2
+
+
+class UsageError(Exception):
+    pass
+
+
+def available_steps() -> list[int]:
+    specs = (REPO / "tests" / "specs").glob("step_[0-9][0-9].py")
+    return sorted(int(p.stem.removeprefix("step_")) for p in specs)
+
+
+def parse_step(text: str) -> int:
+    match = re.fullmatch(r"s?(?:tep)?[_-]?0*(\d{1,2})", text.strip().lower())
+    steps = available_steps()
+    if not match or int(match.group(1)) not in steps:
+        raise UsageError(
+            f"unknown step {text!r}: steps are {steps[0]:02d}-{steps[-1]:02d} "
+            f"(write 9, 09 or s09), or 'all'."
+        )
+    return int(match.group(1))
+
+
+def load_spec(number: int) -> Step:
+    return importlib.import_module(f"tests.specs.step_{number:02d}").STEP
+
+
+def step_file(number: int, solutions: bool) -> Path:
+    if solutions:
+        return REPO / "solutions" / f"solution_{number:02d}.py"
+    return REPO / "steps" / f"step_{number:02d}.py"
+
+
+def check_one(number: int, path: Path, *, quiet: bool = False) -> bool:
+    if not path.is_file():
+        raise UsageError(f"{display_path(path)} does not exist.")
+    spec = load_spec(number)
+    if not quiet:
+        print(report.bold(f"Step {spec.id}: {spec.title}") + report.dim(f"  ({display_path(path)})"))
+    started = time.perf_counter()
+    outcomes = run_step(spec, path)
+    ok = report.passed(outcomes)
+    if quiet:
+        return ok
+    report.print_outcomes(outcomes)
+    done = sum(o.status == "pass" for o in outcomes)
+    seconds = time.perf_counter() - started
+    if ok:
+        print(report.green(f"\nStep {spec.id} passes: {done}/{len(outcomes)} checks ({seconds:.1f} s)."))
+        nxt = [n for n in available_steps() if n > number]
+        if nxt:
+            print(f"Next: open steps/step_{nxt[0]:02d}.py, then run `pixi run s{nxt[0]:02d}`.")
+    else:
+        print(report.red(f"\nStep {spec.id}: {done}/{len(outcomes)} checks pass ({seconds:.1f} s)."))
+        print(f"Edit {display_path(path)} and run the check again.")
+    return ok
+
+
+def check_all(solutions: bool) -> bool:
+    results = {}
+    for number in available_steps():
+        path = step_file(number, solutions)
+        ok = path.is_file() and check_one(number, path, quiet=True)
+        results[number] = ok
+        mark = report.ICONS["pass"] if ok else report.ICONS["fail"]
+        print(f"{mark} step {number:02d}  {load_spec(number).title}", flush=True)
+    done = sum(results.values())
+    print(f"\nProgress {report.progress_bar(done, len(results))}")
+    failing = [n for n, ok in results.items() if not ok]
+    if failing:
+        flag = " --solutions" if solutions else ""
+        print(f"Next: step {failing[0]:02d}: `python -m tests.check {failing[0]:02d}{flag}` shows why.")
+    return not failing
+
+
+def warn_if_cold() -> None:
+    if not max_runtime.kernel_cache_is_warm():
+        print(report.dim(
+            "MAX has not compiled its kernels on this machine yet: the first check compiles "
+            "each kind of operation it meets (up to a few minutes in all). Run `pixi run warm` "
+            "once to compile everything up front. Later checks take seconds."
+        ), flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.check", description=__doc__.splitlines()[0])
+    parser.add_argument("step", help="step number (9, 09, s09) or 'all'")
+    parser.add_argument("--solutions", action="store_true", help="check solutions/ instead of steps/")
+    parser.add_argument("--file", type=Path, help="check this file instead (for tests and tools)")
+    args = parser.parse_args(argv)
+    max_runtime.prepare()
+    try:
+        warn_if_cold()
+        if args.step.strip().lower() == "all":
+            return 0 if check_all(args.solutions) else 1
+        number = parse_step(args.step)
+        path = args.file.resolve() if args.file else step_file(number, args.solutions)
+        return 0 if check_one(number, path) else 1
+    except UsageError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return USAGE_ERROR
+    except KeyboardInterrupt:
+        print("\nInterrupted.")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

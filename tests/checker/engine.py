@@ -1,0 +1,210 @@
+"""The checker engine: a step is a list of named checks run against a file.
+
+A step's spec (tests/specs/step_NN.py) declares what must exist and which
+checks to run; everything that talks to the learner's code goes through the
+Context below, so a mistake always comes back as a Fail with a readable
+message instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from . import source
+from .learner import (
+    CheckTimeout,
+    LearnerImportError,
+    display_path,
+    import_file,
+    summarize,
+    time_limit,
+)
+
+
+class Fail(Exception):
+    """A check failed: `message` says what, `hint` what to try."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message, self.hint = message, hint
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    run: Callable[[Context], None]
+
+
+@dataclass(frozen=True)
+class Step:
+    number: int
+    title: str
+    required: dict[str, list[str]]
+    checks: Sequence[Check]
+    seconds: float = 60.0  # per check, on a warm machine
+
+    @property
+    def id(self) -> str:
+        return f"{self.number:02d}"
+
+
+@dataclass
+class Outcome:
+    name: str
+    status: str  # "pass", "fail" or "skip"
+    message: str = ""
+    hint: str | None = None
+
+
+@dataclass
+class Context:
+    """What a check can do with the learner's module, each call guarded."""
+
+    step: Step
+    path: Path
+    module: ModuleType
+    rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
+
+    # -- reaching into the learner's code ---------------------------------
+    def get(self, name: str) -> Any:
+        value = getattr(self.module, name, None)
+        if value is None:
+            raise Fail(f"{display_path(self.path)} does not define `{name}`.")
+        return value
+
+    def call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call learner code; an exception becomes a Fail pointing at their line."""
+        try:
+            return fn(*args, **kwargs)
+        except (Fail, CheckTimeout, KeyboardInterrupt):
+            raise
+        except Exception as error:
+            raise Fail(f"{what} raised {summarize(error, self.path)}") from error
+
+    def build(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        return self.call(f"{name}(...)", self.get(name), *args, **kwargs)
+
+    # -- data --------------------------------------------------------------
+    def normal(self, *shape: int, std: float = 1.0) -> np.ndarray:
+        return (self.rng.standard_normal(shape) * std).astype(np.float32)
+
+    def token_ids(self, vocab_size: int, *shape: int) -> np.ndarray:
+        return self.rng.integers(0, vocab_size, size=shape).astype(np.int64)
+
+    def weights_for(self, shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+        """GPT-2-like random weights: N(0, 0.02), layer-norm scales near 1."""
+        weights = {}
+        for name, shape in shapes.items():
+            if len(shape) == 1 and name.split(".")[-1] == "weight":
+                weights[name] = 1.0 + self.normal(*shape, std=0.1)
+            else:
+                weights[name] = self.normal(*shape, std=0.02)
+        return weights
+
+    def load_weights(self, module: Any, shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+        """Check parameter names and shapes, then load the same random weights
+        the NumPy reference will use. Returns them."""
+        expect_parameters(module, shapes)
+        weights = self.weights_for(shapes)
+        self.call("load_state_dict", module.load_state_dict, weights)
+        return weights
+
+
+def parameter_shapes(module: Any) -> dict[str, tuple[int, ...]]:
+    parameters = getattr(module, "parameters", None)
+    if parameters is None:
+        raise Fail(f"{type(module).__name__} is not a MAX Module (no .parameters).",
+                   "Subclass max.experimental.nn.Module.")
+    return {name: tuple(int(d) for d in tensor.shape) for name, tensor in parameters}
+
+
+def expect_parameters(module: Any, expected: dict[str, tuple[int, ...]]) -> None:
+    actual = parameter_shapes(module)
+    missing = [n for n in expected if n not in actual]
+    extra = [n for n in actual if n not in expected]
+    if missing or extra:
+        lines = []
+        if missing:
+            lines.append("missing: " + ", ".join(missing))
+        if extra:
+            lines.append("unexpected: " + ", ".join(extra))
+        raise Fail(
+            "parameter names differ from GPT-2's: " + "; ".join(lines),
+            "Use the attribute names from the TODOs: pretrained weights load by name.",
+        )
+    for name, shape in expected.items():
+        if actual[name] != shape:
+            hint = None
+            if actual[name] == shape[::-1]:
+                hint = ("MAX's Linear(in_dim, out_dim) stores its weight as [out_dim, in_dim]: "
+                        "are in_dim and out_dim swapped?")
+            raise Fail(f"{name} has shape {list(actual[name])}, expected {list(shape)}.", hint)
+
+
+def run_step(step: Step, path: Path) -> list[Outcome]:
+    """Run every check of `step` against `path`; stop at the first failure."""
+    outcomes: list[Outcome] = []
+
+    def skip_rest(start: int) -> list[Outcome]:
+        return outcomes + [Outcome(c.name, "skip") for c in step.checks[start:]]
+
+    try:
+        tree = source.parse(path)
+    except source.LearnerSyntaxError as error:
+        outcomes.append(Outcome("the file parses", "fail", f"SyntaxError in "
+                                f"{display_path(path)}: {error}"))
+        return skip_rest(0)
+
+    blanks = source.placeholders(path, tree)
+    if blanks:
+        listing = "\n".join(f"{display_path(path)}:{p.line}: {p.code}    ({p.todo})" for p in blanks)
+        outcomes.append(Outcome(
+            "no placeholders left", "fail",
+            f"{len(blanks)} placeholder(s) still None:\n{listing}",
+            "Replace each None with code; the TODO comment above it says what goes there.",
+        ))
+        return skip_rest(0)
+    missing = source.missing_names(tree, step.required)
+    if missing:
+        outcomes.append(Outcome("required names defined", "fail",
+                                "not defined: " + ", ".join(missing),
+                                "Keep the class, function and method names of the skeleton."))
+        return skip_rest(0)
+    outcomes.append(Outcome("no placeholders left", "pass"))
+
+    try:
+        with time_limit(step.seconds):
+            module = import_file(path)
+    except LearnerImportError as error:
+        outcomes.append(Outcome("the file imports", "fail", f"importing it raised {error}"))
+        return skip_rest(0)
+    except CheckTimeout as error:
+        outcomes.append(Outcome("the file imports", "fail", f"importing it is {error}",
+                                "Is there an endless loop at the top level of the file?"))
+        return skip_rest(0)
+
+    ctx = Context(step, path, module)
+    limit = None if os.environ.get("CHECK_NO_TIME_LIMIT") else step.seconds
+    for index, check in enumerate(step.checks):
+        try:
+            with time_limit(limit):
+                check.run(ctx)
+        except Fail as failure:
+            outcomes.append(Outcome(check.name, "fail", failure.message, failure.hint))
+            return skip_rest(index + 1)
+        except CheckTimeout as error:
+            outcomes.append(Outcome(check.name, "fail", f"stopped: {error}",
+                                    "Look for a loop that never ends in your code."))
+            return skip_rest(index + 1)
+        except Exception as error:  # a learner error not routed through ctx.call
+            outcomes.append(Outcome(check.name, "fail", summarize(error, path)))
+            return skip_rest(index + 1)
+        outcomes.append(Outcome(check.name, "pass"))
+    return outcomes

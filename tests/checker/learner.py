@@ -1,0 +1,94 @@
+"""Running the learner's code: importing it, time limits, readable errors."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import itertools
+import signal
+import sys
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType, ModuleType
+
+REPO = Path(__file__).resolve().parents[2]
+_counter = itertools.count()
+
+
+class CheckTimeout(BaseException):
+    """BaseException, so that library code catching Exception cannot swallow it."""
+
+    pass
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None) -> Iterator[None]:
+    """Raise CheckTimeout in the main thread after `seconds` (None: no limit)."""
+    if not seconds:
+        yield
+        return
+
+    def expire(signum: int, frame: FrameType | None) -> None:
+        raise CheckTimeout(f"still running after {seconds:.0f} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def display_path(path: Path | str) -> str:
+    path = Path(path).resolve()
+    try:
+        return str(path.relative_to(REPO))
+    except ValueError:
+        return str(path)
+
+
+def first_line(message: str, limit: int = 240) -> str:
+    lines = [line.strip() for line in str(message).splitlines() if line.strip()]
+    text = lines[0] if lines else ""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def summarize(error: BaseException, learner_file: Path) -> str:
+    """One or two lines: what was raised, and where in the learner's own code."""
+    kind = type(error).__name__
+    message = first_line(str(error))
+    head = f"{kind}: {message}" if message else kind
+    frames = traceback.extract_tb(error.__traceback__)
+    learner = Path(learner_file).resolve()
+    # Prefer the learner's file; else the deepest frame in the tutorial's code.
+    mine = [f for f in frames if Path(f.filename).resolve() == learner]
+    ours = [f for f in frames if Path(f.filename).resolve().parent.name in ("steps", "solutions")]
+    frame = (mine or ours or [None])[-1]
+    if frame is None:
+        return head
+    where = f"{display_path(frame.filename)}:{frame.lineno}"
+    code = (frame.line or "").strip()
+    return f"{head}\n   at {where}" + (f": {code}" if code else "")
+
+
+class LearnerImportError(Exception):
+    pass
+
+
+def import_file(path: Path) -> ModuleType:
+    """Import a step file under a fresh module name (a file can be re-checked)."""
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    name = f"_learner_{path.stem}_{next(_counter)}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:
+        del sys.modules[name]
+        raise LearnerImportError(summarize(error, path)) from error
+    return module

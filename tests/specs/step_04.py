@@ -1,0 +1,52 @@
+"""Checks for step 04: GPT2MLP."""
+
+from tests import reference as ref
+from tests.checker import Check, Context, Step, expect_close, tensor
+from tests.specs.common import BATCH, SEQ, linear_shapes, small_config
+
+CONFIG = small_config()
+INNER = 4 * CONFIG.n_embd
+SHAPES = {**linear_shapes("c_fc", CONFIG.n_embd, INNER), **linear_shapes("c_proj", INNER, CONFIG.n_embd)}
+
+
+def parameters(ctx: Context) -> None:
+    ctx.load_weights(ctx.build("GPT2MLP", INNER, CONFIG), SHAPES)
+
+
+def intermediate_size_is_used(ctx: Context) -> None:
+    wide = {**linear_shapes("c_fc", CONFIG.n_embd, 96), **linear_shapes("c_proj", 96, CONFIG.n_embd)}
+    ctx.load_weights(ctx.build("GPT2MLP", 96, CONFIG), wide)
+
+
+def forward(ctx: Context) -> None:
+    mlp = ctx.build("GPT2MLP", INNER, CONFIG)
+    w = ctx.load_weights(mlp, SHAPES)
+    x = ctx.normal(BATCH, SEQ, CONFIG.n_embd)
+    no_bias = {k: (0 * v if k.endswith("bias") else v) for k, v in w.items()}
+    hidden = ref.linear(x, w["c_fc.weight"], w["c_fc.bias"])
+    mistakes = {
+        "This is the exact (erf) GELU; GPT-2 uses the tanh approximation: "
+        "F.gelu(x, approximate='tanh').": ref.mlp(w, x, approximate="none"),
+        "This looks like ReLU; GPT-2 uses GELU with the tanh approximation.":
+            ref.linear(hidden.clip(0), w["c_proj.weight"], w["c_proj.bias"]),
+        "The activation is missing between c_fc and c_proj.":
+            ref.linear(hidden, w["c_proj.weight"], w["c_proj.bias"]),
+        "The biases are missing: create both Linears with bias=True.": ref.mlp(no_bias, x),
+        "c_proj is not applied: project back to n_embd after the GELU.":
+            ref.gelu(hidden)[..., : CONFIG.n_embd],
+    }
+    out = ctx.call("GPT2MLP.forward", mlp, tensor(x))
+    expect_close(out, ref.mlp(w, x), "GPT2MLP(x)", mistakes,
+                 hint="forward is c_fc, then GELU (tanh), then c_proj.")
+
+
+STEP = Step(
+    number=4,
+    title="Feed-forward network",
+    required={"GPT2MLP": ["__init__", "forward"]},
+    checks=[
+        Check("c_fc and c_proj are Linears shaped like GPT-2's", parameters),
+        Check("the hidden width is intermediate_size", intermediate_size_is_used),
+        Check("forward: c_fc -> GELU (tanh) -> c_proj", forward),
+    ],
+)

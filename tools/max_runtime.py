@@ -1,0 +1,50 @@
+"""Process-wide set-up every entry point runs before MAX does any work.
+
+Keep this the one place for workarounds about the MAX runtime itself.
+"""
+
+from __future__ import annotations
+
+import signal
+from types import FrameType
+
+_prepared = False
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def prepare() -> None:
+    """Install our own SIGINT handler before MAX runs (idempotent).
+
+    On Python 3.11 and 3.12, ``asyncio.run`` in the main thread installs a
+    SIGINT handler only while Python's default one is in place, and on the way
+    out ``signal.getsignal`` builds an error message that formats the finished
+    task's result. MAX's eager tensors run through ``asyncio.run``, and a
+    Tensor's repr renders every element with more eager ops: a small matmul
+    took 64 s instead of 10 ms. With a handler of our own installed, asyncio
+    leaves SIGINT alone. Python 3.13 is not affected; the handler is harmless
+    there and still turns Ctrl-C into a KeyboardInterrupt our CLIs catch.
+    """
+    global _prepared
+    if _prepared:
+        return
+    signal.signal(signal.SIGINT, _interrupt)
+    _prepared = True
+
+
+def kernel_cache_is_warm() -> bool:
+    """Whether `max warm-interpreter-cache` has provisioned this machine.
+
+    When it has not, each eager op family compiles on first use (16-34 s
+    each), which makes a first check look frozen.
+    """
+    try:
+        from max._interpreter_ops import gc_compile
+    except Exception:  # a MAX without this module: assume nothing to warm
+        return True
+    try:
+        return bool(gc_compile.provisioned())
+    except Exception:
+        return False
