@@ -21,7 +21,8 @@ Weights = Mapping[str, np.ndarray]
 
 
 def linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
-    out = x @ weight.T
+    with np.errstate(invalid="ignore"):  # NaN inputs (a mistake variant) stay NaN
+        out = x @ weight.T
     return out if bias is None else out + bias
 
 
@@ -83,7 +84,10 @@ def attention(
         raise ValueError(mask)
     weights = softmax(scores, axis=softmax_axis)
     if mask == "after_softmax":
+        # -inf weights make NaNs downstream, as they would in the learner's code.
         weights = weights + causal
+        with np.errstate(invalid="ignore"):
+            return weights @ value
     return weights @ value
 
 

@@ -39,16 +39,16 @@ def first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {lines[0].strip()[:200] if lines else ''}"
 
 
-def close(actual: np.ndarray, expected: np.ndarray) -> bool:
+def close(actual: np.ndarray, expected: np.ndarray, rtol: float = RTOL, atol: float = ATOL) -> bool:
+    """Equal shapes, the same NaN and +-inf entries, finite entries within
+    atol + rtol * (largest expected magnitude)."""
     if actual.shape != expected.shape:
         return False
-    same_inf = np.array_equal(np.isposinf(actual), np.isposinf(expected)) and np.array_equal(
-        np.isneginf(actual), np.isneginf(expected)
-    )
+    for special in (np.isnan, np.isposinf, np.isneginf):
+        if not np.array_equal(special(actual), special(expected)):
+            return False
     finite = np.isfinite(expected)
-    if not same_inf or np.isnan(actual[finite]).any():
-        return False
-    tolerance = ATOL + RTOL * float(np.max(np.abs(expected[finite]), initial=0.0))
+    tolerance = atol + rtol * float(np.max(np.abs(expected[finite]), initial=0.0))
     return bool(np.all(np.abs(actual[finite] - expected[finite]) <= tolerance))
 
 
@@ -65,15 +65,16 @@ def expect_close(
     what: str,
     mistakes: Mapping[str, np.ndarray] | None = None,
     hint: str | None = None,
+    rtol: float = RTOL,
 ) -> None:
     """Pass when `value` matches `expected`; otherwise fail, naming the first
     mistake in `mistakes` ({explanation: what that mistake computes}) that
     reproduces the learner's numbers."""
     actual = expect_shape(value, expected.shape, what, hint)
-    if close(actual, expected):
+    if close(actual, expected, rtol):
         return
     for explanation, wrong in (mistakes or {}).items():
-        if close(actual, np.asarray(wrong)):
+        if close(actual, np.asarray(wrong), rtol):
             raise Fail(f"{what} has the right shape but wrong values.", explanation)
     if np.isnan(actual).any():
         raise Fail(f"{what} contains NaN.", hint or "Look for a division by zero or a log/sqrt of a negative number.")

@@ -108,11 +108,16 @@ class Context:
                 weights[name] = self.normal(*shape, std=0.02)
         return weights
 
-    def load_weights(self, module: Any, shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
-        """Check parameter names and shapes, then load the same random weights
-        the NumPy reference will use. Returns them."""
+    def load_weights(
+        self,
+        module: Any,
+        shapes: dict[str, tuple[int, ...]],
+        weights: dict[str, np.ndarray] | None = None,
+    ) -> dict[str, np.ndarray]:
+        """Check parameter names and shapes, then load the weights the NumPy
+        reference will use (random GPT-2-like ones unless given). Returns them."""
         expect_parameters(module, shapes)
-        weights = self.weights_for(shapes)
+        weights = self.weights_for(shapes) if weights is None else weights
         self.call("load_state_dict", module.load_state_dict, weights)
         return weights
 
@@ -148,6 +153,18 @@ def expect_parameters(module: Any, expected: dict[str, tuple[int, ...]]) -> None
             raise Fail(f"{name} has shape {list(actual[name])}, expected {list(shape)}.", hint)
 
 
+def describe_placeholders(path: Path, blanks: list[source.Placeholder]) -> str:
+    """Placeholders grouped under the TODO they belong to, with file:line."""
+    lines = [f"{len(blanks)} placeholder(s) still None:"]
+    todo_line = None
+    for blank in blanks:
+        if blank.todo_line != todo_line:
+            todo_line = blank.todo_line
+            lines.append(f"{display_path(path)}:{todo_line}: {blank.todo}")
+        lines.append(f"    line {blank.line}: {blank.code}")
+    return "\n".join(lines)
+
+
 def run_step(step: Step, path: Path) -> list[Outcome]:
     """Run every check of `step` against `path`; stop at the first failure."""
     outcomes: list[Outcome] = []
@@ -164,10 +181,8 @@ def run_step(step: Step, path: Path) -> list[Outcome]:
 
     blanks = source.placeholders(path, tree)
     if blanks:
-        listing = "\n".join(f"{display_path(path)}:{p.line}: {p.code}    ({p.todo})" for p in blanks)
         outcomes.append(Outcome(
-            "no placeholders left", "fail",
-            f"{len(blanks)} placeholder(s) still None:\n{listing}",
+            "no placeholders left", "fail", describe_placeholders(path, blanks),
             "Replace each None with code; the TODO comment above it says what goes there.",
         ))
         return skip_rest(0)

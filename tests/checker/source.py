@@ -15,6 +15,7 @@ class Placeholder:
     line: int
     code: str
     todo: str  # the first line of the TODO comment the placeholder belongs to
+    todo_line: int
 
 
 class LearnerSyntaxError(Exception):
@@ -55,7 +56,13 @@ def _is_placeholder(node: ast.AST) -> bool:
     value = None
     if isinstance(node, (ast.Assign, ast.AnnAssign, ast.Return)):
         value = node.value
-    return isinstance(value, ast.Constant) and value.value is None
+    if isinstance(value, ast.Tuple):  # `a, b = None, None`
+        return bool(value.elts) and all(_is_none(v) for v in value.elts)
+    return _is_none(value)
+
+
+def _is_none(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
 
 
 def placeholders(path: Path, tree: ast.Module) -> list[Placeholder]:
@@ -68,7 +75,7 @@ def placeholders(path: Path, tree: ast.Module) -> list[Placeholder]:
             continue
         for start, end, title in regions:
             if start <= node.lineno <= end:
-                found.append(Placeholder(node.lineno, lines[node.lineno - 1].strip(), title))
+                found.append(Placeholder(node.lineno, lines[node.lineno - 1].strip(), title, start))
     return sorted(found, key=lambda p: p.line)
 
 

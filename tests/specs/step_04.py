@@ -1,5 +1,7 @@
 """Checks for step 04: GPT2MLP."""
 
+import numpy as np
+
 from tests import reference as ref
 from tests.checker import Check, Context, Step, expect_close, tensor
 from tests.specs.common import BATCH, SEQ, linear_shapes, small_config
@@ -40,6 +42,28 @@ def forward(ctx: Context) -> None:
                  hint="forward is c_fc, then GELU (tanh), then c_proj.")
 
 
+def gelu_is_tanh_approximation(ctx: Context) -> None:
+    # Weights that make the MLP compute GELU(x) itself: c_fc copies x into each
+    # of 4 blocks, c_proj averages them back. Inputs cover [-4, 4], where the
+    # tanh approximation and the exact GELU differ by up to 5e-4.
+    E = CONFIG.n_embd
+    identity = np.eye(E, dtype=np.float32)
+    weights = {
+        "c_fc.weight": np.tile(identity, (4, 1)),
+        "c_fc.bias": np.zeros(INNER, np.float32),
+        "c_proj.weight": np.tile(identity, (1, 4)) / 4,
+        "c_proj.bias": np.zeros(E, np.float32),
+    }
+    mlp = ctx.build("GPT2MLP", INNER, CONFIG)
+    ctx.load_weights(mlp, SHAPES, weights)
+    x = np.linspace(-4, 4, 3 * E, dtype=np.float32).reshape(1, 3, E)
+    out = ctx.call("GPT2MLP.forward", mlp, tensor(x))
+    expect_close(out, ref.gelu(x.astype(np.float64)), "GPT2MLP(x) with c_fc, c_proj set to pass x through", {
+        "This is the exact (erf) GELU; GPT-2 uses the tanh approximation: "
+        "F.gelu(x, approximate='tanh').": ref.gelu(x.astype(np.float64), approximate="none"),
+    }, rtol=1e-5)
+
+
 STEP = Step(
     number=4,
     title="Feed-forward network",
@@ -47,6 +71,7 @@ STEP = Step(
     checks=[
         Check("c_fc and c_proj are Linears shaped like GPT-2's", parameters),
         Check("the hidden width is intermediate_size", intermediate_size_is_used),
-        Check("forward: c_fc -> GELU (tanh) -> c_proj", forward),
+        Check("forward: c_fc -> GELU -> c_proj", forward),
+        Check("GELU is the tanh approximation GPT-2 uses", gelu_is_tanh_approximation),
     ],
 )

@@ -57,10 +57,9 @@ def first_position_sees_only_itself(ctx: Context) -> None:
     from tests.checker import to_numpy
 
     actual = to_numpy(out, "scaled_dot_product_attention")[..., 0, :]
-    expect_close(actual, v[..., 0, :], "the output at position 0", {
-        "Position 0 attends to later positions: the causal mask is missing or inverted.":
-            ref.attention(q, k, v, mask="none")[..., 0, :],
-    }, hint="With the causal mask, the first token can only attend to itself, so its output is its own value.")
+    mistakes = {hint: wrong[..., 0, :] for hint, wrong in attention_mistakes(q, k, v, EMBED).items()}
+    expect_close(actual, v[..., 0, :], "the output at position 0", mistakes,
+                 hint="With the causal mask, the first token can only attend to itself, so its output is its own value.")
 
 
 def matches_reference(ctx: Context) -> None:

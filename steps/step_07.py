@@ -1,0 +1,33 @@
+"""Step 07: query, key and value projections.
+
+Goal: compute query, key and value with one Linear ``c_attn`` three times as
+wide as the hidden state, and split its output in three.
+
+Run: pixi run s07    (or: python -m tests.check 07)
+Stuck? Read docs/src/step_07.md (pixi run book).
+"""
+
+from max.experimental import functional as F
+from max.experimental.nn import Linear, Module
+from max.experimental.tensor import Tensor
+
+from solutions.solution_01 import GPT2Config
+
+
+class GPT2QKVProjection(Module[..., tuple[Tensor, Tensor, Tensor]]):
+    """Project [batch, seq, n_embd] to query, key and value of the same shape."""
+
+    def __init__(self, config: GPT2Config) -> None:
+        self.embed_dim = config.n_embd
+        # TODO: one Linear from embed_dim to 3 * embed_dim, with a bias.
+        self.c_attn = None
+        # END TODO
+
+    def forward(self, hidden_states: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        # TODO: project, then split the last axis into query, key, value (in
+        #   that order: it is how GPT-2's checkpoint stores them).
+        #   Hint: F.split(x, [size, size, size], axis=-1) returns a list.
+        qkv = None
+        query, key, value = None, None, None
+        # END TODO
+        return query, key, value

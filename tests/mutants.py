@@ -1,0 +1,124 @@
+"""Plausible learner mistakes, written as edits of the reference solutions.
+
+Each mutant replaces text that must occur exactly once in the solution (so a
+mutant cannot silently stop applying when a solution is edited) and names a
+phrase the checker's message or hint must contain: the checker has to catch
+the mistake *and* say what it is.
+"""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    edits: tuple[tuple[str, str], ...]  # (old, new), applied in order
+    expect: str  # a phrase the failing check's message or hint contains
+
+
+def m(name: str, old: str, new: str, expect: str) -> Mutant:
+    return Mutant(name, ((old, new),), expect)
+
+
+MUTANTS: dict[int, list[Mutant]] = {
+    1: [
+        m("vocab off by one", "vocab_size: int = 50257", "vocab_size: int = 50256", "vocab_size"),
+        m("eps 1e-6", "layer_norm_epsilon: float = 1e-5", "layer_norm_epsilon: float = 1e-6",
+          "layer_norm_epsilon"),
+        m("n_inner hard-coded", "self.n_inner = 4 * self.n_embd", "self.n_inner = 3072", "n_inner"),
+        m("n_inner always overwritten", "if self.n_inner is None:", "if True:", "n_inner=100"),
+        m("not a dataclass", "@dataclass\nclass", "class", "dataclass"),
+        m("n_head 16", "n_head: int = 12", "n_head: int = 16", "n_head"),
+        m("eps zero", "layer_norm_epsilon: float = 1e-5", "layer_norm_epsilon: float = 0",
+          "layer_norm_epsilon"),
+    ],
+    2: [
+        m("ignores cached tokens (num_upper=0)", "num_upper=num_tokens", "num_upper=0", "cached tokens"),
+        m("mask inverted (exclude=False)", ", exclude=True)", ", exclude=False)", "inverted"),
+        m("ones instead of -inf", 'float("-inf")', "1.0", "-inf"),
+        m("diagonal masked", "num_upper=num_tokens", "num_upper=num_tokens - 1", "diagonal"),
+        m("square only", "total_length = num_tokens + sequence_length", "total_length = sequence_length",
+          "raised"),
+        m("dtype ignored", "dtype=dtype, device=device", "dtype=DType.float32, device=device", "dtype"),
+    ],
+    3: [
+        m("bias ignored", "beta=self.bias", "beta=self.bias * 0", "bias"),
+        m("weight ignored", "gamma=self.weight", "gamma=self.weight * 0 + 1", "weight"),
+        m("eps hard-coded", "epsilon=self.eps", "epsilon=1e-5", "eps"),
+        m("weight starts at 0", "self.weight = Tensor.ones([dim])", "self.weight = Tensor.zeros([dim])",
+          "weight"),
+        m("eps not stored", "self.eps = eps", "self.eps = 1e-5", "eps"),
+        m("RMSNorm instead", "return F.layer_norm(x, gamma=self.weight, beta=self.bias, epsilon=self.eps)",
+          "return x * F.rsqrt((x * x).mean(axis=-1) + self.eps) * self.weight + self.bias",
+          "mean is not subtracted"),
+    ],
+    4: [
+        m("exact GELU", 'approximate="tanh"', 'approximate="none"', "tanh approximation"),
+        m("ReLU", 'F.gelu(hidden_states, approximate="tanh")', "F.relu(hidden_states)", "ReLU"),
+        m("no bias on c_fc", "Linear(embed_dim, intermediate_size, bias=True)",
+          "Linear(embed_dim, intermediate_size, bias=False)", "c_fc.bias"),
+        m("no c_proj in forward", "return self.c_proj(hidden_states)", "return hidden_states", "shape"),
+        m("c_fc dims swapped", "Linear(embed_dim, intermediate_size, bias=True)",
+          "Linear(intermediate_size, embed_dim, bias=True)", "swapped"),
+        m("no activation", 'hidden_states = F.gelu(hidden_states, approximate="tanh")', "pass",
+          "activation is missing"),
+        m("fixed 4x width", "Linear(embed_dim, intermediate_size, bias=True)\n",
+          "Linear(embed_dim, 4 * embed_dim, bias=True)\n", "c_fc.weight"),
+    ],
+    5: [
+        m("table sized by positions", "Embedding(config.vocab_size", "Embedding(config.n_positions",
+          "wte.weight"),
+        m("scaled output", "return self.wte(input_ids)", "return self.wte(input_ids) * 2.0", "wrong values"),
+        m("renamed table", "self.wte = Embedding", "self.table = Embedding", "parameter names"),
+        m("half width", "dim=config.n_embd", "dim=config.n_embd // 2", "wte.weight"),
+        m("returns the table", "return self.wte(input_ids)", "return self.wte.weight", "shape"),
+    ],
+    6: [
+        m("no positions", "return self.wte(input_ids) + self.wpe(positions)", "return self.wte(input_ids)",
+          "Position embeddings are missing"),
+        m("positions from 1", "Tensor.arange(seq_length,", "Tensor.arange(1, seq_length + 1,",
+          "start at 1"),
+        m("wpe sized by vocab", "self.wpe = Embedding(config.n_positions", "self.wpe = Embedding(config.vocab_size",
+          "wpe.weight"),
+        m("multiplied", "self.wte(input_ids) + self.wpe(positions)", "self.wte(input_ids) * self.wpe(positions)",
+          "wrong values"),
+        m("only positions", "return self.wte(input_ids) + self.wpe(positions)",
+          "return self.wpe(positions) + 0 * self.wte(input_ids)", "Only the position embeddings"),
+        m("fixed length positions", "Tensor.arange(seq_length,", "Tensor.arange(7,", "positions follow"),
+    ],
+    7: [
+        m("k, q, v order", "return query, key, value", "return key, query, value", "This is the key"),
+        m("no bias", "Linear(self.embed_dim, 3 * self.embed_dim, bias=True)",
+          "Linear(self.embed_dim, 3 * self.embed_dim, bias=False)", "c_attn.bias"),
+        m("split the wrong axis", "[self.embed_dim] * 3, axis=-1", "[self.embed_dim] * 3, axis=1", "split"),
+        m("two-way projection", "3 * self.embed_dim, bias=True", "2 * self.embed_dim, bias=True", "c_attn.weight"),
+        m("q, v, k unpacked", "query, key, value = F.split", "query, value, key = F.split", "This is the"),
+        m("returns a list", "return query, key, value", "return [query, key]", "tuple"),
+    ],
+    8: [
+        m("no scale", "scores = scores / math.sqrt(int(head_dim))", "scores = scores", "not scaled"),
+        m("scale by head_dim", "math.sqrt(int(head_dim))", "int(head_dim)", "divided by head_dim"),
+        m("no mask", "scores = scores + mask", "scores = scores", "causal mask"),
+        m("softmax over queries", "F.softmax(scores, axis=-1)", "F.softmax(scores, axis=-2)", "wrong axis"),
+        Mutant("mask after softmax", (
+            ("scores = scores + mask\n", ""),
+            ("weights = F.softmax(scores, axis=-1)\n", "weights = F.softmax(scores, axis=-1) + mask\n"),
+        ), "after the softmax"),
+        m("no key transpose", "query @ key.transpose(-1, -2)", "query @ key", "raised"),
+        m("multiplied by sqrt", "scores = scores / math.sqrt", "scores = scores * math.sqrt", "multiplied"),
+    ],
+    9: [
+        m("split without transpose",
+          "tensor = tensor.reshape([batch, seq_length, num_heads, attn_head_size])\n        return tensor.transpose(1, 2)",
+          "return tensor.reshape([batch, num_heads, seq_length, attn_head_size])", "without the transpose"),
+        m("merge without transpose", "tensor = tensor.transpose(1, 2)\n        batch, seq_length = tensor.shape[0], tensor.shape[1]",
+          "batch, seq_length = tensor.shape[0], tensor.shape[2]", "without the transpose"),
+        m("no c_proj", "return self.c_proj(attn_output)", "return attn_output", "c_proj"),
+        m("no scale", "scores = scores / math.sqrt(self.head_dim)", "scores = scores", "not scaled"),
+        m("scale by n_embd", "math.sqrt(self.head_dim)", "math.sqrt(self.embed_dim)", "n_embd"),
+        m("no mask", "scores = scores + causal_mask(", "_unused = scores + causal_mask(", "causal mask"),
+        m("softmax over queries", "F.softmax(scores, axis=-1)", "F.softmax(scores, axis=-2)", "wrong axis"),
+        m("c_proj without bias", "self.c_proj = Linear(self.embed_dim, self.embed_dim, bias=True)",
+          "self.c_proj = Linear(self.embed_dim, self.embed_dim, bias=False)", "c_proj.bias"),
+    ],
+}

@@ -1,0 +1,101 @@
+"""Every checker passes its solution, fails its untouched skeleton, and
+catches (and names) the plausible mistakes in tests/mutants.py."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.check import available_steps, load_spec, step_file
+from tests.checker import Outcome, run_step
+from tests.mutants import MUTANTS, Mutant
+from tools import max_runtime
+
+REPO = Path(__file__).resolve().parents[1]
+STEPS = available_steps()
+max_runtime.prepare()
+
+
+def failures(outcomes: list[Outcome]) -> list[Outcome]:
+    return [o for o in outcomes if o.status == "fail"]
+
+
+def mutate(number: int, mutant: Mutant, directory: Path) -> Path:
+    text = step_file(number, solutions=True).read_text()
+    for old, new in mutant.edits:
+        assert text.count(old) == 1, f"mutant {mutant.name!r}: {old!r} must occur once in solution_{number:02d}"
+        text = text.replace(old, new)
+    path = directory / f"solution_{number:02d}.py"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("number", STEPS)
+def test_solution_passes(number: int) -> None:
+    outcomes = run_step(load_spec(number), step_file(number, solutions=True))
+    assert not failures(outcomes), failures(outcomes)
+
+
+@pytest.mark.parametrize("number", STEPS)
+def test_skeleton_fails_with_a_hint(number: int) -> None:
+    outcomes = run_step(load_spec(number), step_file(number, solutions=False))
+    failed = failures(outcomes)
+    assert failed and failed[0].hint, outcomes
+
+
+@pytest.mark.parametrize("number", STEPS)
+def test_at_least_five_mutants(number: int) -> None:
+    assert len(MUTANTS.get(number, [])) >= 5
+
+
+@pytest.mark.parametrize(
+    ("number", "mutant"),
+    [(n, mut) for n in STEPS for mut in MUTANTS.get(n, [])],
+    ids=lambda value: value.name.replace(" ", "-") if isinstance(value, Mutant) else f"s{value:02d}",
+)
+def test_mutant_is_caught_and_named(number: int, mutant: Mutant, tmp_path: Path) -> None:
+    outcomes = run_step(load_spec(number), mutate(number, mutant, tmp_path))
+    failed = failures(outcomes)
+    assert failed, f"mutant {mutant.name!r} of step {number:02d} passed the checker"
+    said = " ".join(f"{o.name} {o.message} {o.hint or ''}" for o in failed)
+    assert mutant.expect.lower() in said.lower(), said
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "NO_COLOR": "1"}
+    return subprocess.run([sys.executable, "-m", "tests.check", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("number", STEPS)
+def test_cli_exit_codes(number: int) -> None:
+    solved = run_cli(f"{number:02d}", "--solutions")
+    assert solved.returncode == 0, solved.stdout + solved.stderr
+    assert f"Step {number:02d} passes" in solved.stdout
+    skeleton = run_cli(f"s{number:02d}")
+    assert skeleton.returncode == 1, skeleton.stdout + skeleton.stderr
+    assert "Hint:" in skeleton.stdout
+    for result in (solved, skeleton):
+        assert "Traceback" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("argument", ["42", "abc", "s1O"])
+def test_unknown_step_is_a_usage_error(argument: str) -> None:
+    result = run_cli(argument)
+    assert result.returncode == 2
+    assert "unknown step" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_missing_file_is_a_usage_error(tmp_path: Path) -> None:
+    result = run_cli("03", "--file", str(tmp_path / "nope.py"))
+    assert result.returncode == 2 and "does not exist" in result.stderr
+
+
+def test_all_solutions_pass() -> None:
+    result = run_cli("all", "--solutions")
+    assert result.returncode == 0, result.stdout
+    assert f"{len(STEPS)}/{len(STEPS)}" in result.stdout
