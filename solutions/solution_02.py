@@ -27,9 +27,7 @@ def causal_mask(
     """
     total_length = num_tokens + sequence_length
     # Start from a matrix that forbids everything...
-    mask = Tensor.full(
-        [sequence_length, total_length], float("-inf"), dtype=dtype, device=device
-    )
+    mask = Tensor.full([sequence_length, total_length], float("-inf"), dtype=dtype, device=device)
     # ...then zero the band a row is allowed to see: every column to its left
     # (num_lower=None) and up to num_tokens columns right of the diagonal.
     # exclude=True zeroes the band and keeps the -inf outside it.

@@ -47,16 +47,12 @@ class GPT2MultiHeadAttention(Module[[Tensor], Tensor]):
         scores = query @ key.transpose(-1, -2)
         scores = scores / math.sqrt(self.head_dim)
         seq_length = query.shape[-2]
-        scores = scores + causal_mask(
-            seq_length, 0, dtype=scores.dtype, device=scores.device
-        )
+        scores = scores + causal_mask(seq_length, 0, dtype=scores.dtype, device=scores.device)
         weights = F.softmax(scores, axis=-1)
         return weights @ value
 
     def forward(self, hidden_states: Tensor) -> Tensor:
-        query, key, value = F.split(
-            self.c_attn(hidden_states), [self.embed_dim] * 3, axis=-1
-        )
+        query, key, value = F.split(self.c_attn(hidden_states), [self.embed_dim] * 3, axis=-1)
         query = self._split_heads(query, self.num_heads, self.head_dim)
         key = self._split_heads(key, self.num_heads, self.head_dim)
         value = self._split_heads(value, self.num_heads, self.head_dim)

@@ -60,7 +60,9 @@ def check_one(number: int, path: Path, *, quiet: bool = False) -> bool:
         raise UsageError(f"{display_path(path)} does not exist.")
     spec = load_spec(number)
     if not quiet:
-        print(report.bold(f"Step {spec.id}: {spec.title}") + report.dim(f"  ({display_path(path)})"))
+        print(
+            report.bold(f"Step {spec.id}: {spec.title}") + report.dim(f"  ({display_path(path)})")
+        )
     started = time.perf_counter()
     outcomes = run_step(spec, path)
     ok = report.passed(outcomes)
@@ -70,12 +72,18 @@ def check_one(number: int, path: Path, *, quiet: bool = False) -> bool:
     done = sum(o.status == "pass" for o in outcomes)
     seconds = time.perf_counter() - started
     if ok:
-        print(report.green(f"\nStep {spec.id} passes: {done}/{len(outcomes)} checks ({seconds:.1f} s)."))
+        print(
+            report.green(
+                f"\nStep {spec.id} passes: {done}/{len(outcomes)} checks ({seconds:.1f} s)."
+            )
+        )
         nxt = [n for n in available_steps() if n > number]
         if nxt:
             print(f"Next: open steps/step_{nxt[0]:02d}.py, then run `pixi run s{nxt[0]:02d}`.")
     else:
-        print(report.red(f"\nStep {spec.id}: {done}/{len(outcomes)} checks pass ({seconds:.1f} s)."))
+        print(
+            report.red(f"\nStep {spec.id}: {done}/{len(outcomes)} checks pass ({seconds:.1f} s).")
+        )
         print(f"Edit {display_path(path)} and run the check again.")
     return ok
 
@@ -93,23 +101,32 @@ def check_all(solutions: bool) -> bool:
     failing = [n for n, ok in results.items() if not ok]
     if failing:
         flag = " --solutions" if solutions else ""
-        print(f"Next: step {failing[0]:02d}: `python -m tests.check {failing[0]:02d}{flag}` shows why.")
+        print(
+            f"Next: step {failing[0]:02d}: `python -m tests.check {failing[0]:02d}{flag}` shows why."
+        )
     return not failing
 
 
 def warn_if_cold() -> None:
     if not max_runtime.kernel_cache_is_warm():
-        print(report.dim(
-            "MAX has not compiled its kernels on this machine yet: the first check compiles "
-            "each kind of operation it meets (up to a few minutes in all). Run `pixi run warm` "
-            "once to compile everything up front. Later checks take seconds."
-        ), flush=True)
+        print(
+            report.dim(
+                "MAX has not compiled its kernels on this machine yet: the first check compiles "
+                "each kind of operation it meets (up to a few minutes in all). Run `pixi run warm` "
+                "once to compile everything up front. Later checks take seconds."
+            ),
+            flush=True,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.check", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.check", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("step", help="step number (9, 09, s09) or 'all'")
-    parser.add_argument("--solutions", action="store_true", help="check solutions/ instead of steps/")
+    parser.add_argument(
+        "--solutions", action="store_true", help="check solutions/ instead of steps/"
+    )
     parser.add_argument("--file", type=Path, help="check this file instead (for tests and tools)")
     args = parser.parse_args(argv)
     max_runtime.prepare()

@@ -3,7 +3,6 @@ catches (and names) the plausible mistakes in tests/mutants.py."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +26,9 @@ def failures(outcomes: list[Outcome]) -> list[Outcome]:
 def mutate(number: int, mutant: Mutant, directory: Path) -> Path:
     text = step_file(number, solutions=True).read_text()
     for old, new in mutant.edits:
-        assert text.count(old) == 1, f"mutant {mutant.name!r}: {old!r} must occur once in solution_{number:02d}"
+        assert text.count(old) == 1, (
+            f"mutant {mutant.name!r}: {old!r} must occur once in solution_{number:02d}"
+        )
         text = text.replace(old, new)
     path = directory / f"solution_{number:02d}.py"
     path.write_text(text)
@@ -55,7 +56,9 @@ def test_at_least_five_mutants(number: int) -> None:
 @pytest.mark.parametrize(
     ("number", "mutant"),
     [(n, mut) for n in STEPS for mut in MUTANTS.get(n, [])],
-    ids=lambda value: value.name.replace(" ", "-") if isinstance(value, Mutant) else f"s{value:02d}",
+    ids=lambda value: (
+        value.name.replace(" ", "-") if isinstance(value, Mutant) else f"s{value:02d}"
+    ),
 )
 def test_mutant_is_caught_and_named(number: int, mutant: Mutant, tmp_path: Path) -> None:
     outcomes = run_step(load_spec(number), mutate(number, mutant, tmp_path))
@@ -66,9 +69,15 @@ def test_mutant_is_caught_and_named(number: int, mutant: Mutant, tmp_path: Path)
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NO_COLOR": "1"}
-    return subprocess.run([sys.executable, "-m", "tests.check", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=600)
+    env = max_runtime.child_env(NO_COLOR="1")
+    return subprocess.run(
+        [sys.executable, "-m", "tests.check", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.mark.parametrize("number", STEPS)

@@ -21,6 +21,8 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
+from tools import max_runtime
+
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO.parent / "shared" / "pixi-manifest.schema.json"
 BIN = Path(sys.executable).parent  # not resolved: a venv's bin/ is a symlink farm
@@ -67,9 +69,7 @@ def command(task: str | dict) -> str:
 def tasks() -> dict[str, tuple[str, str]]:
     """Every task in pixi.toml: name -> (feature, command); [tasks] is "default"."""
     tables = {"default": pixi().get("tasks", {})}
-    tables |= {
-        name: body.get("tasks", {}) for name, body in pixi().get("feature", {}).items()
-    }
+    tables |= {name: body.get("tasks", {}) for name, body in pixi().get("feature", {}).items()}
     found: dict[str, tuple[str, str]] = {}
     for owner, table in tables.items():
         for name, task in table.items():
@@ -92,10 +92,7 @@ def pixi_pins(table: dict) -> dict[str, str]:
 
 
 def spec_numbers() -> set[str]:
-    return {
-        path.stem.removeprefix("step_")
-        for path in (REPO / "tests" / "specs").glob(STEP_SPEC)
-    }
+    return {path.stem.removeprefix("step_") for path in (REPO / "tests" / "specs").glob(STEP_SPEC)}
 
 
 def step_tasks() -> dict[str, str]:
@@ -111,7 +108,12 @@ def run_task(name: str, *extra: str) -> subprocess.CompletedProcess[str]:
     argv = shlex.split(tasks()[name][1]) + list(extra)
     argv[0] = sys.executable if argv[0] == "python" else str(BIN / argv[0])
     return subprocess.run(
-        argv, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT
+        argv,
+        cwd=REPO,
+        env=max_runtime.child_env(),  # see there: MAX rewrites the C environment
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
     )
 
 
@@ -162,9 +164,7 @@ def test_python_is_the_one_pyproject_and_python_version_name() -> None:
     version = (REPO / ".python-version").read_text(encoding="utf-8").strip()
     assert version == "3.13"
     assert pixi()["dependencies"]["python"] == f"{version}.*"
-    assert SpecifierSet(pyproject()["project"]["requires-python"]).contains(
-        f"{version}.0"
-    )
+    assert SpecifierSet(pyproject()["project"]["requires-python"]).contains(f"{version}.0")
 
 
 # Tasks
@@ -178,9 +178,7 @@ def test_every_step_spec_has_its_task() -> None:
 def test_every_task_is_known() -> None:
     steps = {f"s{number}" for number in step_tasks()}
     unknown = set(tasks()) - steps - set(KNOWN_TASKS)
-    assert not unknown, (
-        f"give these tasks a test and list them in KNOWN_TASKS: {unknown}"
-    )
+    assert not unknown, f"give these tasks a test and list them in KNOWN_TASKS: {unknown}"
     assert set(KNOWN_TASKS) <= set(tasks())
 
 

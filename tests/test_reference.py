@@ -81,9 +81,7 @@ def to_reference(state_dict) -> dict[str, np.ndarray]:
     weights = {}
     for name, tensor in state_dict.items():
         parts = name.split(".")
-        is_conv1d = (
-            parts[-1] == "weight" and len(parts) > 1 and parts[-2] in CONV1D_NAMES
-        )
+        is_conv1d = parts[-1] == "weight" and len(parts) > 1 and parts[-2] in CONV1D_NAMES
         value = tensor.detach().to(torch.float64)
         weights[name] = (value.T if is_conv1d else value).numpy().copy()
     return weights
@@ -134,9 +132,7 @@ def test_to_reference_transposes_exactly_the_conv1d_weights():
             np.testing.assert_array_equal(weights[name], tensor.double().numpy())
         assert weights[name].dtype == np.float64
     # The LM head is tied to the token embedding (the reference relies on it).
-    np.testing.assert_array_equal(
-        weights["lm_head.weight"], weights["transformer.wte.weight"]
-    )
+    np.testing.assert_array_equal(weights["lm_head.weight"], weights["transformer.wte.weight"])
     # MAX layout: c_attn maps n_embd -> 3 * n_embd.
     assert weights["transformer.h.0.attn.c_attn.weight"].shape == (3 * 64, 64)
 
@@ -169,9 +165,7 @@ def test_gelu_new_is_the_tanh_approximation():
         hf = act(torch.from_numpy(x)).numpy()  # float64 in, float64 out
         exact = nn.functional.gelu(torch.from_numpy(x), approximate="none").numpy()
     np.testing.assert_allclose(ref.gelu(x), hf, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(
-        ref.gelu(x, approximate="none"), exact, rtol=1e-12, atol=1e-12
-    )
+    np.testing.assert_allclose(ref.gelu(x, approximate="none"), exact, rtol=1e-12, atol=1e-12)
     # The exact GELU is measurably different: the reference can tell them apart.
     assert np.max(np.abs(ref.gelu(x, approximate="none") - hf)) > 1e-4
     with pytest.raises(ValueError):
@@ -241,9 +235,7 @@ def test_embeddings_match_gpt2_model():
     assert_matches(out.hidden_states[0], ref.embeddings(w, ids))
 
 
-@pytest.mark.parametrize(
-    "widths", [SMALL, REAL_WIDTH], ids=["small", "gpt2-124m-width"]
-)
+@pytest.mark.parametrize("widths", [SMALL, REAL_WIDTH], ids=["small", "gpt2-124m-width"])
 def test_block_matches_gpt2_block(widths):
     config = make_config(**widths)
     block = init_weights(GPT2Block(config, layer_idx=0), seed=11)
@@ -262,9 +254,7 @@ def test_model_matches_gpt2_model():
     with torch.no_grad():
         hf = model(torch.from_numpy(ids)).last_hidden_state
     w = to_reference(model.state_dict())
-    expected = ref.model(
-        w, ids, config.n_layer, config.n_head, config.layer_norm_epsilon
-    )
+    expected = ref.model(w, ids, config.n_layer, config.n_head, config.layer_norm_epsilon)
     assert_matches(hf, expected)
 
 
@@ -273,15 +263,11 @@ def test_lm_logits_match_gpt2_lm_head_model(attn_implementation):
     config = make_config()
     config._attn_implementation = attn_implementation
     model = init_weights(GPT2LMHeadModel(config), seed=15)
-    ids = np.random.default_rng(16).integers(
-        0, config.vocab_size, size=(2, config.n_positions)
-    )
+    ids = np.random.default_rng(16).integers(0, config.vocab_size, size=(2, config.n_positions))
     with torch.no_grad():
         hf = model(torch.from_numpy(ids)).logits
     w = to_reference(model.state_dict())
-    expected = ref.lm_logits(
-        w, ids, config.n_layer, config.n_head, config.layer_norm_epsilon
-    )
+    expected = ref.lm_logits(w, ids, config.n_layer, config.n_head, config.layer_norm_epsilon)
     assert expected.shape == (2, config.n_positions, config.vocab_size)
     assert_matches(hf, expected)
 
@@ -293,9 +279,7 @@ def test_lm_logits_match_at_gpt2_124m_width():
     with torch.no_grad():
         hf = model(torch.from_numpy(ids)).logits
     w = to_reference(model.state_dict())
-    expected = ref.lm_logits(
-        w, ids, config.n_layer, config.n_head, config.layer_norm_epsilon
-    )
+    expected = ref.lm_logits(w, ids, config.n_layer, config.n_head, config.layer_norm_epsilon)
     assert_matches(hf, expected)
 
 
@@ -357,9 +341,7 @@ def test_attention_default_is_scaled_causal_softmax():
     scores = np.where(np.tril(np.ones((6, 6), dtype=bool)), scores, -np.inf)
     weights = np.exp(scores - scores.max(-1, keepdims=True))
     weights /= weights.sum(-1, keepdims=True)
-    np.testing.assert_allclose(
-        ref.attention(q, k, v), weights @ v, rtol=1e-12, atol=1e-12
-    )
+    np.testing.assert_allclose(ref.attention(q, k, v), weights @ v, rtol=1e-12, atol=1e-12)
 
 
 def test_attention_mistakes_differ_from_correct_and_each_other():

@@ -82,10 +82,7 @@ def line(x1: float, y1: float, x2: float, y2: float, *, arrow: bool = False) -> 
 def polyline(points: list[tuple[float, float]], *, arrow: bool = False) -> str:
     marker = ' marker-end="url(#arrow)"' if arrow else ""
     coords = " ".join(f"{num(x)},{num(y)}" for x, y in points)
-    return (
-        f'<polyline points="{coords}" fill="none" stroke="{INK}" '
-        f'stroke-width="1.5"{marker}/>'
-    )
+    return f'<polyline points="{coords}" fill="none" stroke="{INK}" stroke-width="1.5"{marker}/>'
 
 
 def bracket(x1: float, x2: float, y: float, label: str) -> list[str]:
@@ -110,8 +107,7 @@ def document(width: float, height: float, title: str, body: list[str]) -> str:
         f'<path d="M 0 0 L 10 5 L 0 10 z" fill="{INK}"/>',
         "</marker>",
         "</defs>",
-        f'<rect x="0" y="0" width="{num(width)}" height="{num(height)}" rx="8" '
-        'fill="#ffffff"/>',
+        f'<rect x="0" y="0" width="{num(width)}" height="{num(height)}" rx="8" fill="#ffffff"/>',
     ]
     return "\n".join([*head, *body, "</svg>"]) + "\n"
 
@@ -129,8 +125,7 @@ def mask_panel(
         text(
             x0 + cols * cell / 2,
             y0 - 62,
-            f"causal_mask({sequence_length}, {num_tokens}) \u2192 "
-            f"shape [{rows}, {cols}]",
+            f"causal_mask({sequence_length}, {num_tokens}) \u2192 shape [{rows}, {cols}]",
             size=14,
             font=MONO,
             weight="bold",
@@ -143,11 +138,7 @@ def mask_panel(
         out.append(text(x0 + (j + 0.5) * cell, y0 - 12, str(j), size=12, fill=MUTED))
     for i in range(rows):
         label = f"i={i}" if not num_tokens else f"i={i} (pos {num_tokens + i})"
-        out.append(
-            text(
-                x0 - 8, y0 + (i + 0.5) * cell, label, size=12, anchor="end", fill=MUTED
-            )
-        )
+        out.append(text(x0 - 8, y0 + (i + 0.5) * cell, label, size=12, anchor="end", fill=MUTED))
         for j in range(cols):
             allowed = bool(np.isfinite(mask[i, j]))
             x, y = x0 + j * cell, y0 + i * cell
@@ -174,8 +165,7 @@ def causal_mask_svg() -> str:
         text(
             width / 2,
             24,
-            "Row i is a query, column j a key: "
-            "0 keeps the score, \u2212\u221e drops it",
+            "Row i is a query, column j a key: 0 keeps the score, \u2212\u221e drops it",
             size=15,
             weight="bold",
         )
@@ -184,9 +174,7 @@ def causal_mask_svg() -> str:
         body += mask_panel(x0, y0, sequence_length, num_tokens, cell)
     # Axis captions under each grid.
     body.append(text(left[0] + 5 * cell / 2, left[1] + 5 * cell + 20, "key position j"))
-    body.append(
-        text(right[0] + 7 * cell / 2, right[1] + 3 * cell + 20, "key position j")
-    )
+    body.append(text(right[0] + 7 * cell / 2, right[1] + 3 * cell + 20, "key position j"))
     body.append(
         text(
             right[0] + 7 * cell / 2,
@@ -230,9 +218,7 @@ def head_grid(
     for r, row in enumerate(labels):
         if row_labels:
             token = int(row[0]) // n_embd
-            out.append(
-                text(x0 - 8, y0 + (r + 0.5) * cell, f"t{token}", size=12, anchor="end")
-            )
+            out.append(text(x0 - 8, y0 + (r + 0.5) * cell, f"t{token}", size=12, anchor="end"))
         for c, value in enumerate(row):
             feature = int(value) % n_embd
             x, y = x0 + c * cell, y0 + r * cell
@@ -302,9 +288,7 @@ def heads_split_merge_svg() -> str:
     for h in range(n_head):
         hx = x2 + h * (head_dim * cell + gap)
         body.append(text(hx + head_dim * cell / 2, top - 12, f"head {h}", size=12))
-        body += head_grid(
-            hx, top, reshaped[0, :, h, :], cell, n_embd, head_dim, row_labels=h == 0
-        )
+        body += head_grid(hx, top, reshaped[0, :, h, :], cell, n_embd, head_dim, row_labels=h == 0)
 
     # Panel 3: heads in front of the sequence, one [seq, head_dim] matrix each.
     caption(

@@ -5,6 +5,7 @@ Keep this the one place for workarounds about the MAX runtime itself.
 
 from __future__ import annotations
 
+import os
 import signal
 from types import FrameType
 
@@ -48,3 +49,15 @@ def kernel_cache_is_warm() -> bool:
         return bool(gc_compile.provisioned())
     except Exception:
         return False
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment to hand a subprocess started after MAX has run.
+
+    MAX's native runtime setenv()s PYTHONEXECUTABLE (to the interpreter it
+    found on PATH) and PYTHONPATH behind os.environ's back; a child started
+    with the inherited C environment then runs outside the virtualenv and
+    cannot import numpy. os.environ still holds the clean values, so pass it
+    explicitly.
+    """
+    return {**os.environ, **extra}

@@ -52,7 +52,9 @@ def close(actual: np.ndarray, expected: np.ndarray, rtol: float = RTOL, atol: fl
     return bool(np.all(np.abs(actual[finite] - expected[finite]) <= tolerance))
 
 
-def expect_shape(value: Any, shape: tuple[int, ...], what: str, hint: str | None = None) -> np.ndarray:
+def expect_shape(
+    value: Any, shape: tuple[int, ...], what: str, hint: str | None = None
+) -> np.ndarray:
     array = to_numpy(value, what)
     if array.shape != tuple(shape):
         raise Fail(f"{what} has shape {list(array.shape)}, expected {list(shape)}.", hint)
@@ -77,7 +79,10 @@ def expect_close(
         if close(actual, np.asarray(wrong), rtol):
             raise Fail(f"{what} has the right shape but wrong values.", explanation)
     if np.isnan(actual).any():
-        raise Fail(f"{what} contains NaN.", hint or "Look for a division by zero or a log/sqrt of a negative number.")
+        raise Fail(
+            f"{what} contains NaN.",
+            hint or "Look for a division by zero or a log/sqrt of a negative number.",
+        )
     diff = np.where(np.isfinite(expected), np.abs(actual - expected), 0.0)
     diff = np.where(np.isnan(diff), np.inf, diff)
     if not np.array_equal(np.isinf(actual), np.isinf(expected)):

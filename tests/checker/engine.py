@@ -125,8 +125,10 @@ class Context:
 def parameter_shapes(module: Any) -> dict[str, tuple[int, ...]]:
     parameters = getattr(module, "parameters", None)
     if parameters is None:
-        raise Fail(f"{type(module).__name__} is not a MAX Module (no .parameters).",
-                   "Subclass max.experimental.nn.Module.")
+        raise Fail(
+            f"{type(module).__name__} is not a MAX Module (no .parameters).",
+            "Subclass max.experimental.nn.Module.",
+        )
     return {name: tuple(int(d) for d in tensor.shape) for name, tensor in parameters}
 
 
@@ -148,8 +150,10 @@ def expect_parameters(module: Any, expected: dict[str, tuple[int, ...]]) -> None
         if actual[name] != shape:
             hint = None
             if actual[name] == shape[::-1]:
-                hint = ("MAX's Linear(in_dim, out_dim) stores its weight as [out_dim, in_dim]: "
-                        "are in_dim and out_dim swapped?")
+                hint = (
+                    "MAX's Linear(in_dim, out_dim) stores its weight as [out_dim, in_dim]: "
+                    "are in_dim and out_dim swapped?"
+                )
             raise Fail(f"{name} has shape {list(actual[name])}, expected {list(shape)}.", hint)
 
 
@@ -175,22 +179,32 @@ def run_step(step: Step, path: Path) -> list[Outcome]:
     try:
         tree = source.parse(path)
     except source.LearnerSyntaxError as error:
-        outcomes.append(Outcome("the file parses", "fail", f"SyntaxError in "
-                                f"{display_path(path)}: {error}"))
+        outcomes.append(
+            Outcome("the file parses", "fail", f"SyntaxError in {display_path(path)}: {error}")
+        )
         return skip_rest(0)
 
     blanks = source.placeholders(path, tree)
     if blanks:
-        outcomes.append(Outcome(
-            "no placeholders left", "fail", describe_placeholders(path, blanks),
-            "Replace each None with code; the TODO comment above it says what goes there.",
-        ))
+        outcomes.append(
+            Outcome(
+                "no placeholders left",
+                "fail",
+                describe_placeholders(path, blanks),
+                "Replace each None with code; the TODO comment above it says what goes there.",
+            )
+        )
         return skip_rest(0)
     missing = source.missing_names(tree, step.required)
     if missing:
-        outcomes.append(Outcome("required names defined", "fail",
-                                "not defined: " + ", ".join(missing),
-                                "Keep the class, function and method names of the skeleton."))
+        outcomes.append(
+            Outcome(
+                "required names defined",
+                "fail",
+                "not defined: " + ", ".join(missing),
+                "Keep the class, function and method names of the skeleton.",
+            )
+        )
         return skip_rest(0)
     outcomes.append(Outcome("no placeholders left", "pass"))
 
@@ -201,8 +215,14 @@ def run_step(step: Step, path: Path) -> list[Outcome]:
         outcomes.append(Outcome("the file imports", "fail", f"importing it raised {error}"))
         return skip_rest(0)
     except CheckTimeout as error:
-        outcomes.append(Outcome("the file imports", "fail", f"importing it is {error}",
-                                "Is there an endless loop at the top level of the file?"))
+        outcomes.append(
+            Outcome(
+                "the file imports",
+                "fail",
+                f"importing it is {error}",
+                "Is there an endless loop at the top level of the file?",
+            )
+        )
         return skip_rest(0)
 
     ctx = Context(step, path, module)
@@ -215,8 +235,14 @@ def run_step(step: Step, path: Path) -> list[Outcome]:
             outcomes.append(Outcome(check.name, "fail", failure.message, failure.hint))
             return skip_rest(index + 1)
         except CheckTimeout as error:
-            outcomes.append(Outcome(check.name, "fail", f"stopped: {error}",
-                                    "Look for a loop that never ends in your code."))
+            outcomes.append(
+                Outcome(
+                    check.name,
+                    "fail",
+                    f"stopped: {error}",
+                    "Look for a loop that never ends in your code.",
+                )
+            )
             return skip_rest(index + 1)
         except Exception as error:  # a learner error not routed through ctx.call
             outcomes.append(Outcome(check.name, "fail", summarize(error, path)))

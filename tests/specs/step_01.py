@@ -25,8 +25,10 @@ def defaults_are_gpt2_124m(ctx: Context) -> None:
     config = ctx.build("GPT2Config")
     for field, expected in GPT2_124M.items():
         if not hasattr(config, field):
-            raise Fail(f"GPT2Config has no field `{field}`.",
-                       "Use Hugging Face's field names so a config.json maps onto it.")
+            raise Fail(
+                f"GPT2Config has no field `{field}`.",
+                "Use Hugging Face's field names so a config.json maps onto it.",
+            )
         actual = getattr(config, field)
         if actual != expected or type(actual) is not type(expected):
             raise Fail(f"GPT2Config().{field} is {actual!r}, expected {expected!r} (GPT-2 124M).")
@@ -35,26 +37,47 @@ def defaults_are_gpt2_124m(ctx: Context) -> None:
 def n_inner_defaults_to_four_times_n_embd(ctx: Context) -> None:
     config = ctx.build("GPT2Config")
     if getattr(config, "n_inner", None) != 4 * 768:
-        raise Fail(f"GPT2Config().n_inner is {getattr(config, 'n_inner', None)!r}, expected 3072.",
-                   "Set n_inner to 4 * n_embd in __post_init__ when it is None.")
+        raise Fail(
+            f"GPT2Config().n_inner is {getattr(config, 'n_inner', None)!r}, expected 3072.",
+            "Set n_inner to 4 * n_embd in __post_init__ when it is None.",
+        )
     small = ctx.build("GPT2Config", n_embd=64, n_head=4)
     if small.n_inner != 256:
-        raise Fail(f"GPT2Config(n_embd=64).n_inner is {small.n_inner!r}, expected 256.",
-                   "Compute it from the instance's n_embd, not a hard-coded 3072.")
+        raise Fail(
+            f"GPT2Config(n_embd=64).n_inner is {small.n_inner!r}, expected 256.",
+            "Compute it from the instance's n_embd, not a hard-coded 3072.",
+        )
     custom = ctx.build("GPT2Config", n_inner=100)
     if custom.n_inner != 100:
-        raise Fail(f"GPT2Config(n_inner=100).n_inner is {custom.n_inner!r}, expected 100.",
-                   "Only fill in n_inner when it was left as None.")
+        raise Fail(
+            f"GPT2Config(n_inner=100).n_inner is {custom.n_inner!r}, expected 100.",
+            "Only fill in n_inner when it was left as None.",
+        )
 
 
 def fields_are_configurable(ctx: Context) -> None:
-    config = ctx.build("GPT2Config", vocab_size=100, n_positions=32, n_embd=64, n_layer=2,
-                       n_head=4, layer_norm_epsilon=1e-6)
-    for field, value in [("vocab_size", 100), ("n_positions", 32), ("n_embd", 64),
-                         ("n_layer", 2), ("n_head", 4), ("layer_norm_epsilon", 1e-6)]:
+    config = ctx.build(
+        "GPT2Config",
+        vocab_size=100,
+        n_positions=32,
+        n_embd=64,
+        n_layer=2,
+        n_head=4,
+        layer_norm_epsilon=1e-6,
+    )
+    for field, value in [
+        ("vocab_size", 100),
+        ("n_positions", 32),
+        ("n_embd", 64),
+        ("n_layer", 2),
+        ("n_head", 4),
+        ("layer_norm_epsilon", 1e-6),
+    ]:
         if getattr(config, field) != value:
-            raise Fail(f"GPT2Config({field}={value!r}).{field} is {getattr(config, field)!r}.",
-                       "Declare each value as a dataclass field with a default.")
+            raise Fail(
+                f"GPT2Config({field}={value!r}).{field} is {getattr(config, field)!r}.",
+                "Declare each value as a dataclass field with a default.",
+            )
 
 
 STEP = Step(

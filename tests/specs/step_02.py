@@ -13,8 +13,14 @@ def make_mask(ctx: Context, sequence_length: int, num_tokens: int):
     from max.dtype import DType
 
     fn = ctx.get("causal_mask")
-    return ctx.call(f"causal_mask({sequence_length}, {num_tokens}, ...)", fn,
-                    sequence_length, num_tokens, dtype=DType.float32, device=CPU())
+    return ctx.call(
+        f"causal_mask({sequence_length}, {num_tokens}, ...)",
+        fn,
+        sequence_length,
+        num_tokens,
+        dtype=DType.float32,
+        device=CPU(),
+    )
 
 
 def mistakes(sequence_length: int, num_tokens: int) -> dict[str, np.ndarray]:
@@ -28,8 +34,11 @@ def mistakes(sequence_length: int, num_tokens: int) -> dict[str, np.ndarray]:
             ref.causal_mask(sequence_length, 0), ((0, 0), (0, num_tokens)), constant_values=-np.inf
         ),
         "The diagonal is masked too: a token may attend to itself.": np.where(
-            np.arange(num_tokens + sequence_length)[None, :] >= np.arange(sequence_length)[:, None] + num_tokens,
-            -np.inf, 0.0),
+            np.arange(num_tokens + sequence_length)[None, :]
+            >= np.arange(sequence_length)[:, None] + num_tokens,
+            -np.inf,
+            0.0,
+        ),
         "The mask holds 1s where it should hold -inf: it is added to scores, so use "
         "float('-inf').": zeros_and_ones,
     }
@@ -37,8 +46,12 @@ def mistakes(sequence_length: int, num_tokens: int) -> dict[str, np.ndarray]:
 
 def square_mask(ctx: Context) -> None:
     for sequence_length in (1, 5, 7):
-        expect_close(make_mask(ctx, sequence_length, 0), ref.causal_mask(sequence_length, 0),
-                     f"causal_mask({sequence_length}, 0)", mistakes(sequence_length, 0))
+        expect_close(
+            make_mask(ctx, sequence_length, 0),
+            ref.causal_mask(sequence_length, 0),
+            f"causal_mask({sequence_length}, 0)",
+            mistakes(sequence_length, 0),
+        )
 
 
 def mask_with_cached_tokens(ctx: Context) -> None:
@@ -58,11 +71,19 @@ def dtype_is_respected(ctx: Context) -> None:
 
     from tests.checker import Fail
 
-    mask = ctx.call("causal_mask(4, 0, dtype=float16)", ctx.get("causal_mask"), 4, 0,
-                    dtype=DType.float16, device=CPU())
+    mask = ctx.call(
+        "causal_mask(4, 0, dtype=float16)",
+        ctx.get("causal_mask"),
+        4,
+        0,
+        dtype=DType.float16,
+        device=CPU(),
+    )
     if getattr(mask, "dtype", None) != DType.float16:
-        raise Fail(f"causal_mask(..., dtype=DType.float16) returned dtype "
-                   f"{getattr(mask, 'dtype', None)}.", "Pass dtype= and device= on to the tensor you create.")
+        raise Fail(
+            f"causal_mask(..., dtype=DType.float16) returned dtype {getattr(mask, 'dtype', None)}.",
+            "Pass dtype= and device= on to the tensor you create.",
+        )
 
 
 STEP = Step(

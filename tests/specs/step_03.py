@@ -19,14 +19,24 @@ def mistakes(x: np.ndarray, w: dict, eps: float) -> dict[str, np.ndarray]:
     centered = x - x.mean(-1, keepdims=True)
     return {
         "The learned bias is not added (beta).": ref.layer_norm(x, g, 0 * b, eps),
-        "The learned weight does not scale the output (gamma).": ref.layer_norm(x, 1 + 0 * g, b, eps),
-        "eps is not the one passed to the constructor: store it and use it.": ref.layer_norm(x, g, b, 1e-5),
-        "The mean is not subtracted (that is RMSNorm, not LayerNorm).":
-            x / np.sqrt((x**2).mean(-1, keepdims=True) + eps) * g + b,
-        "The unbiased variance (divide by n-1) is used; layer norm divides by n.":
-            centered / np.sqrt(x.var(-1, ddof=1, keepdims=True) + eps) * g + b,
-        "eps is added after the square root; it belongs under it: sqrt(var + eps).":
-            centered / (np.sqrt(x.var(-1, keepdims=True)) + eps) * g + b,
+        "The learned weight does not scale the output (gamma).": ref.layer_norm(
+            x, 1 + 0 * g, b, eps
+        ),
+        "eps is not the one passed to the constructor: store it and use it.": ref.layer_norm(
+            x, g, b, 1e-5
+        ),
+        "The mean is not subtracted (that is RMSNorm, not LayerNorm).": x
+        / np.sqrt((x**2).mean(-1, keepdims=True) + eps)
+        * g
+        + b,
+        "The unbiased variance (divide by n-1) is used; layer norm divides by n.": centered
+        / np.sqrt(x.var(-1, ddof=1, keepdims=True) + eps)
+        * g
+        + b,
+        "eps is added after the square root; it belongs under it: sqrt(var + eps).": centered
+        / (np.sqrt(x.var(-1, keepdims=True)) + eps)
+        * g
+        + b,
     }
 
 
@@ -35,11 +45,16 @@ def parameters_initialized(ctx: Context) -> None:
     params = dict(layer.parameters) if hasattr(layer, "parameters") else {}
     for name, value in (("weight", 1.0), ("bias", 0.0)):
         if name not in params:
-            raise Fail(f"LayerNorm has no parameter `{name}`.", "Create self.weight and self.bias in __init__.")
+            raise Fail(
+                f"LayerNorm has no parameter `{name}`.",
+                "Create self.weight and self.bias in __init__.",
+            )
         array = np.asarray(params[name].to_numpy())
         if array.shape != (DIM,) or not np.all(array == value):
-            raise Fail(f"A new LayerNorm's {name} should be {int(value)} everywhere, with shape [{DIM}].",
-                       "Tensor.ones([dim]) and Tensor.zeros([dim]) start it as the identity.")
+            raise Fail(
+                f"A new LayerNorm's {name} should be {int(value)} everywhere, with shape [{DIM}].",
+                "Tensor.ones([dim]) and Tensor.zeros([dim]) start it as the identity.",
+            )
 
 
 def normalizes(ctx: Context) -> None:

@@ -8,7 +8,10 @@ from tests.specs.common import BATCH, SEQ, linear_shapes, small_config
 
 CONFIG = small_config()
 INNER = 4 * CONFIG.n_embd
-SHAPES = {**linear_shapes("c_fc", CONFIG.n_embd, INNER), **linear_shapes("c_proj", INNER, CONFIG.n_embd)}
+SHAPES = {
+    **linear_shapes("c_fc", CONFIG.n_embd, INNER),
+    **linear_shapes("c_proj", INNER, CONFIG.n_embd),
+}
 
 
 def parameters(ctx: Context) -> None:
@@ -16,7 +19,10 @@ def parameters(ctx: Context) -> None:
 
 
 def intermediate_size_is_used(ctx: Context) -> None:
-    wide = {**linear_shapes("c_fc", CONFIG.n_embd, 96), **linear_shapes("c_proj", 96, CONFIG.n_embd)}
+    wide = {
+        **linear_shapes("c_fc", CONFIG.n_embd, 96),
+        **linear_shapes("c_proj", 96, CONFIG.n_embd),
+    }
     ctx.load_weights(ctx.build("GPT2MLP", 96, CONFIG), wide)
 
 
@@ -29,17 +35,25 @@ def forward(ctx: Context) -> None:
     mistakes = {
         "This is the exact (erf) GELU; GPT-2 uses the tanh approximation: "
         "F.gelu(x, approximate='tanh').": ref.mlp(w, x, approximate="none"),
-        "This looks like ReLU; GPT-2 uses GELU with the tanh approximation.":
-            ref.linear(hidden.clip(0), w["c_proj.weight"], w["c_proj.bias"]),
-        "The activation is missing between c_fc and c_proj.":
-            ref.linear(hidden, w["c_proj.weight"], w["c_proj.bias"]),
+        "This looks like ReLU; GPT-2 uses GELU with the tanh approximation.": ref.linear(
+            hidden.clip(0), w["c_proj.weight"], w["c_proj.bias"]
+        ),
+        "The activation is missing between c_fc and c_proj.": ref.linear(
+            hidden, w["c_proj.weight"], w["c_proj.bias"]
+        ),
         "The biases are missing: create both Linears with bias=True.": ref.mlp(no_bias, x),
-        "c_proj is not applied: project back to n_embd after the GELU.":
-            ref.gelu(hidden)[..., : CONFIG.n_embd],
+        "c_proj is not applied: project back to n_embd after the GELU.": ref.gelu(hidden)[
+            ..., : CONFIG.n_embd
+        ],
     }
     out = ctx.call("GPT2MLP.forward", mlp, tensor(x))
-    expect_close(out, ref.mlp(w, x), "GPT2MLP(x)", mistakes,
-                 hint="forward is c_fc, then GELU (tanh), then c_proj.")
+    expect_close(
+        out,
+        ref.mlp(w, x),
+        "GPT2MLP(x)",
+        mistakes,
+        hint="forward is c_fc, then GELU (tanh), then c_proj.",
+    )
 
 
 def gelu_is_tanh_approximation(ctx: Context) -> None:
@@ -58,10 +72,16 @@ def gelu_is_tanh_approximation(ctx: Context) -> None:
     ctx.load_weights(mlp, SHAPES, weights)
     x = np.linspace(-4, 4, 3 * E, dtype=np.float32).reshape(1, 3, E)
     out = ctx.call("GPT2MLP.forward", mlp, tensor(x))
-    expect_close(out, ref.gelu(x.astype(np.float64)), "GPT2MLP(x) with c_fc, c_proj set to pass x through", {
-        "This is the exact (erf) GELU; GPT-2 uses the tanh approximation: "
-        "F.gelu(x, approximate='tanh').": ref.gelu(x.astype(np.float64), approximate="none"),
-    }, rtol=1e-5)
+    expect_close(
+        out,
+        ref.gelu(x.astype(np.float64)),
+        "GPT2MLP(x) with c_fc, c_proj set to pass x through",
+        {
+            "This is the exact (erf) GELU; GPT-2 uses the tanh approximation: "
+            "F.gelu(x, approximate='tanh').": ref.gelu(x.astype(np.float64), approximate="none"),
+        },
+        rtol=1e-5,
+    )
 
 
 STEP = Step(

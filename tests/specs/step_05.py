@@ -18,9 +18,17 @@ def looks_up_rows(ctx: Context) -> None:
     ids[0, :3] = [0, CONFIG.vocab_size - 1, 5]  # both ends of the table
     table = w["wte.weight"]
     out = ctx.call("GPT2TokenEmbedding.forward", module, tensor(ids))
-    expect_close(out, table[ids], "GPT2TokenEmbedding(input_ids)", {
-        "The ids are off by one: look up wte(input_ids) as they are.": table[(ids + 1) % CONFIG.vocab_size],
-    }, hint="forward should return self.wte(input_ids): row t of the table for token t.")
+    expect_close(
+        out,
+        table[ids],
+        "GPT2TokenEmbedding(input_ids)",
+        {
+            "The ids are off by one: look up wte(input_ids) as they are.": table[
+                (ids + 1) % CONFIG.vocab_size
+            ],
+        },
+        hint="forward should return self.wte(input_ids): row t of the table for token t.",
+    )
 
 
 def same_token_same_vector(ctx: Context) -> None:
@@ -29,8 +37,12 @@ def same_token_same_vector(ctx: Context) -> None:
     ids = ctx.token_ids(CONFIG.vocab_size, 1, SEQ)
     ids[0, :] = 7  # a token repeated: every position must get the same row
     out = ctx.call("GPT2TokenEmbedding.forward", module, tensor(ids))
-    expect_close(out, w["wte.weight"][ids], "GPT2TokenEmbedding([[7, 7, ...]])",
-                 hint="Token embeddings do not depend on the position; positions come in step 06.")
+    expect_close(
+        out,
+        w["wte.weight"][ids],
+        "GPT2TokenEmbedding([[7, 7, ...]])",
+        hint="Token embeddings do not depend on the position; positions come in step 06.",
+    )
 
 
 STEP = Step(

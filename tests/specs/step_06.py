@@ -22,16 +22,24 @@ def run(ctx: Context, seq: int) -> None:
     wte, wpe = w["wte.weight"], w["wpe.weight"]
     mistakes = {
         "Position embeddings are missing: add self.wpe(positions).": wte[ids],
-        "Only the position embeddings are returned: add the token embeddings wte(input_ids).":
-            wpe[None, :seq].repeat(BATCH, axis=0),
-        "The token ids were used to index wpe: index it with the positions 0..seq-1.":
-            wte[ids] + wpe[ids % CONFIG.n_positions],
+        "Only the position embeddings are returned: add the token embeddings wte(input_ids).": wpe[
+            None, :seq
+        ].repeat(BATCH, axis=0),
+        "The token ids were used to index wpe: index it with the positions 0..seq-1.": wte[ids]
+        + wpe[ids % CONFIG.n_positions],
     }
     if seq < CONFIG.n_positions:
-        mistakes["Positions start at 1; they start at 0 (Tensor.arange(seq_length))."] = wte[ids] + wpe[1 : seq + 1]
+        mistakes["Positions start at 1; they start at 0 (Tensor.arange(seq_length))."] = (
+            wte[ids] + wpe[1 : seq + 1]
+        )
     out = ctx.call("GPT2Embeddings.forward", module, tensor(ids))
-    expect_close(out, ref.embeddings(w, ids), f"GPT2Embeddings(input_ids of shape [{BATCH}, {seq}])",
-                 mistakes, hint="Return wte(input_ids) + wpe(arange(seq_length)).")
+    expect_close(
+        out,
+        ref.embeddings(w, ids),
+        f"GPT2Embeddings(input_ids of shape [{BATCH}, {seq}])",
+        mistakes,
+        hint="Return wte(input_ids) + wpe(arange(seq_length)).",
+    )
 
 
 def adds_positions(ctx: Context) -> None:
@@ -50,6 +58,9 @@ STEP = Step(
     checks=[
         Check("wte is [vocab_size, n_embd] and wpe is [n_positions, n_embd]", parameters),
         Check("forward adds position embeddings to token embeddings", adds_positions),
-        Check("positions follow the input's length (1 and n_positions tokens)", follows_sequence_length),
+        Check(
+            "positions follow the input's length (1 and n_positions tokens)",
+            follows_sequence_length,
+        ),
     ],
 )

@@ -21,19 +21,31 @@ def projects(ctx: Context) -> None:
     x = ctx.normal(BATCH, SEQ, E)
     result = ctx.call("GPT2QKVProjection.forward", module, tensor(x))
     if not isinstance(result, (tuple, list)) or len(result) != 3:
-        raise Fail(f"forward returned {type(result).__name__}, expected a tuple (query, key, value).",
-                   "Split the c_attn output into three and return all three.")
+        raise Fail(
+            f"forward returned {type(result).__name__}, expected a tuple (query, key, value).",
+            "Split the c_attn output into three and return all three.",
+        )
     expected = ref.qkv(w, x)
     no_bias = ref.linear(x, w["c_attn.weight"], None)
     names = ("query", "key", "value")
     for index, (name, actual) in enumerate(zip(names, result, strict=True)):
         mistakes = {
-            f"This is the {other}: return query, key, value in that order (the checkpoint's order).": expected[j]
-            for j, other in enumerate(names) if j != index
+            f"This is the {other}: return query, key, value in that order (the checkpoint's order).": expected[
+                j
+            ]
+            for j, other in enumerate(names)
+            if j != index
         }
-        mistakes["c_attn has no bias: use Linear(n_embd, 3 * n_embd) with its bias."] = np.split(no_bias, 3, -1)[index]
-        expect_close(actual, expected[index], name, mistakes,
-                     hint="One Linear(n_embd, 3*n_embd), then F.split(qkv, [n_embd]*3, axis=-1).")
+        mistakes["c_attn has no bias: use Linear(n_embd, 3 * n_embd) with its bias."] = np.split(
+            no_bias, 3, -1
+        )[index]
+        expect_close(
+            actual,
+            expected[index],
+            name,
+            mistakes,
+            hint="One Linear(n_embd, 3*n_embd), then F.split(qkv, [n_embd]*3, axis=-1).",
+        )
 
 
 STEP = Step(

@@ -35,26 +35,39 @@ def split_heads(ctx: Context) -> None:
     module, _ = build(ctx)
     x = ctx.normal(BATCH, SEQ, E)
     out = ctx.call("_split_heads", module._split_heads, tensor(x), H, D)
-    expect_close(out, ref.split_heads(x, H), "_split_heads(x, num_heads, head_dim)",
-                 {SPLIT_WITHOUT_TRANSPOSE: ref.split_heads(x, H, transpose=False)},
-                 hint="[batch, seq, n_embd] -> [batch, seq, heads, head_dim] -> [batch, heads, seq, head_dim]")
+    expect_close(
+        out,
+        ref.split_heads(x, H),
+        "_split_heads(x, num_heads, head_dim)",
+        {SPLIT_WITHOUT_TRANSPOSE: ref.split_heads(x, H, transpose=False)},
+        hint="[batch, seq, n_embd] -> [batch, seq, heads, head_dim] -> [batch, heads, seq, head_dim]",
+    )
 
 
 def merge_heads(ctx: Context) -> None:
     module, _ = build(ctx)
     x = ctx.normal(BATCH, H, SEQ, D)
     out = ctx.call("_merge_heads", module._merge_heads, tensor(x), H, D)
-    expect_close(out, ref.merge_heads(x), "_merge_heads(x, num_heads, head_dim)",
-                 {MERGE_WITHOUT_TRANSPOSE: ref.merge_heads(x, transpose=False)},
-                 hint="[batch, heads, seq, head_dim] -> [batch, seq, heads, head_dim] -> [batch, seq, n_embd]")
+    expect_close(
+        out,
+        ref.merge_heads(x),
+        "_merge_heads(x, num_heads, head_dim)",
+        {MERGE_WITHOUT_TRANSPOSE: ref.merge_heads(x, transpose=False)},
+        hint="[batch, heads, seq, head_dim] -> [batch, seq, heads, head_dim] -> [batch, seq, n_embd]",
+    )
 
 
 def attn(ctx: Context) -> None:
     module, _ = build(ctx)
     q, k, v = (ctx.normal(BATCH, H, SEQ, D) for _ in range(3))
     out = ctx.call("_attn", module._attn, tensor(q), tensor(k), tensor(v))
-    expect_close(out, ref.attention(q, k, v), "_attn(query, key, value)", attention_mistakes(q, k, v, E),
-                 hint="softmax(q @ k^T / sqrt(head_dim) + causal mask, axis=-1) @ v")
+    expect_close(
+        out,
+        ref.attention(q, k, v),
+        "_attn(query, key, value)",
+        attention_mistakes(q, k, v, E),
+        hint="softmax(q @ k^T / sqrt(head_dim) + causal mask, axis=-1) @ v",
+    )
 
 
 def forward(ctx: Context) -> None:
@@ -75,14 +88,21 @@ def forward(ctx: Context) -> None:
         "The softmax runs over the wrong axis (use axis=-1).": variant(softmax_axis=-2),
     }
     out = ctx.call("GPT2MultiHeadAttention.forward", module, tensor(x))
-    expect_close(out, variant(), "GPT2MultiHeadAttention(x)", mistakes,
-                 hint="c_attn -> split q, k, v -> _split_heads -> _attn -> _merge_heads -> c_proj")
+    expect_close(
+        out,
+        variant(),
+        "GPT2MultiHeadAttention(x)",
+        mistakes,
+        hint="c_attn -> split q, k, v -> _split_heads -> _attn -> _merge_heads -> c_proj",
+    )
 
 
 STEP = Step(
     number=9,
     title="Multi-head attention",
-    required={"GPT2MultiHeadAttention": ["__init__", "_split_heads", "_merge_heads", "_attn", "forward"]},
+    required={
+        "GPT2MultiHeadAttention": ["__init__", "_split_heads", "_merge_heads", "_attn", "forward"]
+    },
     checks=[
         Check("c_attn [3*n_embd, n_embd] and c_proj [n_embd, n_embd], with biases", parameters),
         Check("_split_heads: [batch, seq, n_embd] -> [batch, heads, seq, head_dim]", split_heads),
