@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import re
 import sys
 import time
@@ -109,6 +110,8 @@ def check_all(solutions: bool) -> bool:
 
 def warn_if_cold() -> None:
     if not max_runtime.kernel_cache_is_warm():
+        # Compiling can take minutes: no per-check time limit on a cold machine.
+        os.environ["CHECK_NO_TIME_LIMIT"] = "1"
         print(
             report.dim(
                 "MAX has not compiled its kernels on this machine yet: the first check compiles "

@@ -277,4 +277,194 @@ MUTANTS: dict[int, list[Mutant]] = {
             "c_proj.bias",
         ),
     ],
+    10: [
+        m("post-norm", "return x + sublayer(norm(x))", "return norm(x + sublayer(x))", "post-norm"),
+        m(
+            "no residual",
+            "return x + sublayer(norm(x))",
+            "return sublayer(norm(x))",
+            "residual is missing",
+        ),
+        m("no norm", "return x + sublayer(norm(x))", "return x + sublayer(x)", "norm is skipped"),
+        m(
+            "normalized residual",
+            "return x + sublayer(norm(x))",
+            "return norm(x) + sublayer(norm(x))",
+            "normalized x",
+        ),
+        m(
+            "norm after sublayer",
+            "return x + sublayer(norm(x))",
+            "return x + norm(sublayer(x))",
+            "output instead of its input",
+        ),
+        m(
+            "subtracts",
+            "return x + sublayer(norm(x))",
+            "return x - sublayer(norm(x))",
+            "wrong values",
+        ),
+    ],
+    11: [
+        m(
+            "no MLP half",
+            "return pre_norm_residual(hidden_states, self.ln_2, self.mlp)",
+            "return hidden_states",
+            "Only the attention half",
+        ),
+        m(
+            "norms swapped",
+            "pre_norm_residual(hidden_states, self.ln_1, self.attn)",
+            "pre_norm_residual(hidden_states, self.ln_2, self.attn)",
+            "wrong values",
+        ),
+        m(
+            "default eps",
+            "self.ln_1 = LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)",
+            "self.ln_1 = LayerNorm(config.n_embd)",
+            "layer_norm_epsilon",
+        ),
+        m(
+            "MLP width n_embd",
+            "GPT2MLP(config.n_inner, config)",
+            "GPT2MLP(config.n_embd, config)",
+            "mlp.c_fc.weight",
+        ),
+        Mutant(
+            "MLP first",
+            (
+                (
+                    "        hidden_states = pre_norm_residual(hidden_states, self.ln_1, self.attn)\n",
+                    "",
+                ),
+                (
+                    "return pre_norm_residual(hidden_states, self.ln_2, self.mlp)",
+                    "hidden_states = pre_norm_residual(hidden_states, self.ln_2, self.mlp)\n"
+                    "        return pre_norm_residual(hidden_states, self.ln_1, self.attn)",
+                ),
+            ),
+            "MLP comes before attention",
+        ),
+        m("renamed attention", "self.attn = ", "self.attention = ", "parameter names"),
+    ],
+    12: [
+        m(
+            "no ln_f",
+            "return self.ln_f(hidden_states)",
+            "return hidden_states",
+            "ln_f is not applied",
+        ),
+        m(
+            "first block only",
+            "for block in self.h:",
+            "for block in list(self.h)[:1]:",
+            "Only the first block",
+        ),
+        m(
+            "one block too few",
+            "for _ in range(config.n_layer)",
+            "for _ in range(config.n_layer - 1)",
+            "parameter names",
+        ),
+        m(
+            "reversed blocks",
+            "for block in self.h:",
+            "for block in reversed(list(self.h)):",
+            "reverse order",
+        ),
+        m(
+            "no positions",
+            "hidden_states = self.wte(input_ids) + self.wpe(positions)",
+            "hidden_states = self.wte(input_ids)",
+            "Position embeddings are missing",
+        ),
+        m(
+            "ln_f default eps",
+            "self.ln_f = LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)",
+            "self.ln_f = LayerNorm(config.n_embd, eps=0.1)",
+            "wrong values",
+        ),
+    ],
+    13: [
+        m(
+            "returns hidden states",
+            "return self.lm_head(self.transformer(input_ids))",
+            "return self.transformer(input_ids)",
+            "hidden states",
+        ),
+        m(
+            "head with bias",
+            "Linear(config.n_embd, config.vocab_size, bias=False)",
+            "Linear(config.n_embd, config.vocab_size, bias=True)",
+            "lm_head.bias",
+        ),
+        m("not tied", "self.lm_head.weight = self.transformer.wte.weight", "pass", "tied"),
+        m(
+            "tied to wpe",
+            "self.lm_head.weight = self.transformer.wte.weight",
+            "self.lm_head.weight = self.transformer.wpe.weight",
+            "lm_head.weight",
+        ),
+        Mutant(
+            "softmax applied",
+            (
+                (
+                    "from max.experimental.nn import",
+                    "from max.experimental import functional as F\nfrom max.experimental.nn import",
+                ),
+                (
+                    "return self.lm_head(self.transformer(input_ids))",
+                    "return F.softmax(self.lm_head(self.transformer(input_ids)), axis=-1)",
+                ),
+            ),
+            "Softmax",
+        ),
+        m(
+            "renamed body",
+            "self.transformer = GPT2Model(config)\n",
+            "self.body = GPT2Model(config)\n        self.transformer = self.body\n",
+            "parameter names",
+        ),
+    ],
+    14: [
+        m(
+            "temperature multiplies",
+            "logits.astype(np.float64) / temperature",
+            "logits.astype(np.float64) * temperature",
+            "temperature",
+        ),
+        m(
+            "top-k off by one",
+            "np.partition(logits, -top_k)[-top_k]",
+            "np.partition(logits, -top_k - 1)[-top_k - 1]",
+            "top_k",
+        ),
+        m(
+            "argmax when sampling",
+            "return int(rng.choice(logits.size, p=probs))",
+            "return int(np.argmax(probs))",
+            "drawn",
+        ),
+        m(
+            "uniform draw",
+            "return int(rng.choice(logits.size, p=probs))",
+            "return int(rng.choice(logits.size))",
+            "drew token",
+        ),
+        m(
+            "first position's logits",
+            "logits[0, -1].to_numpy()",
+            "logits[0, 0].to_numpy()",
+            "greedy",
+        ),
+        m(
+            "new rng per token",
+            "next_id = sample_next_token(logits, temperature=temperature, top_k=top_k, rng=rng)",
+            "next_id = sample_next_token(logits, temperature=temperature, top_k=top_k, "
+            "rng=np.random.default_rng())",
+            "seed",
+        ),
+        m("no context crop", "token_ids[-context_length:]", "token_ids", "context window"),
+        m("yields whole text", "yield text[len(shown) :]", "yield text", "several pieces"),
+    ],
 }

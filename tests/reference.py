@@ -167,3 +167,14 @@ def lm_logits(
     """GPT2LMHeadModel: hidden states times the (tied) token embedding table."""
     hidden = model(w, input_ids, n_layer, num_heads, eps, "transformer.")
     return hidden @ w["transformer.wte.weight"].T
+
+
+def greedy_generate(
+    w: Weights, prompt_ids: list[int], max_new_tokens: int, n_layer: int, num_heads: int, eps: float
+) -> list[int]:
+    """Greedy decoding: append the most likely next token, max_new_tokens times."""
+    ids = list(prompt_ids)
+    for _ in range(max_new_tokens):
+        logits = lm_logits(w, np.asarray([ids]), n_layer, num_heads, eps)
+        ids.append(int(np.argmax(logits[0, -1])))
+    return ids[len(prompt_ids) :]

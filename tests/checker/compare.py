@@ -72,12 +72,13 @@ def expect_close(
     """Pass when `value` matches `expected`; otherwise fail, naming the first
     mistake in `mistakes` ({explanation: what that mistake computes}) that
     reproduces the learner's numbers."""
-    actual = expect_shape(value, expected.shape, what, hint)
+    actual = to_numpy(value, what)
     if close(actual, expected, rtol):
         return
     for explanation, wrong in (mistakes or {}).items():
         if close(actual, np.asarray(wrong), rtol):
-            raise Fail(f"{what} has the right shape but wrong values.", explanation)
+            raise Fail(f"{what} does not match GPT-2.", explanation)
+    expect_shape(actual, expected.shape, what, hint)
     if np.isnan(actual).any():
         raise Fail(
             f"{what} contains NaN.",

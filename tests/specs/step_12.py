@@ -1,0 +1,73 @@
+"""Checks for step 12: GPT2Model."""
+
+from tests import reference as ref
+from tests.checker import Check, Context, Step, expect_close, tensor
+from tests.specs.common import BATCH, SEQ, model_shapes, small_config
+
+CONFIG = small_config(n_layer=3)
+
+
+def build(ctx: Context, config=CONFIG):
+    model = ctx.build("GPT2Model", config)
+    return model, ctx.load_weights(model, model_shapes(config))
+
+
+def parameters(ctx: Context) -> None:
+    build(ctx)
+
+
+def forward(ctx: Context, seq: int = SEQ) -> None:
+    model, w = build(ctx)
+    ids = ctx.token_ids(CONFIG.vocab_size, BATCH, seq)
+    n, heads, eps = CONFIG.n_layer, CONFIG.n_head, CONFIG.layer_norm_epsilon
+
+    def without_ln_f():
+        x = ref.embeddings(w, ids)
+        for i in range(n):
+            x = ref.block(w, x, heads, eps, f"h.{i}.")
+        return x
+
+    def blocks(order):
+        x = ref.embeddings(w, ids)
+        for i in order:
+            x = ref.block(w, x, heads, eps, f"h.{i}.")
+        return ref.layer_norm(x, w["ln_f.weight"], w["ln_f.bias"], eps)
+
+    mistakes = {
+        "ln_f is not applied after the last block.": without_ln_f(),
+        "Only the first block runs: loop over every block in self.h.": blocks([0]),
+        "The last block is skipped.": blocks(range(n - 1)),
+        "The blocks run in reverse order.": blocks(reversed(range(n))),
+        "Position embeddings are missing: add wpe(positions) to wte(input_ids).": ref.layer_norm(
+            (lambda x: [x := ref.block(w, x, heads, eps, f"h.{i}.") for i in range(n)][-1])(
+                w["wte.weight"][ids]
+            ),
+            w["ln_f.weight"],
+            w["ln_f.bias"],
+            eps,
+        ),
+    }
+    out = ctx.call("GPT2Model.forward", model, tensor(ids))
+    expect_close(
+        out,
+        ref.model(w, ids, n, heads, eps),
+        f"GPT2Model(input_ids [{BATCH}, {seq}])",
+        mistakes,
+        hint="embeddings -> every block of self.h in order -> ln_f",
+    )
+
+
+def one_token(ctx: Context) -> None:
+    forward(ctx, seq=1)
+
+
+STEP = Step(
+    number=12,
+    title="Stacking transformer blocks",
+    required={"GPT2Model": ["__init__", "forward"]},
+    checks=[
+        Check("wte, wpe, h.0..h.{n_layer-1}, ln_f named and shaped like GPT-2's", parameters),
+        Check("forward matches GPT-2's transformer", forward),
+        Check("works for a single token", one_token),
+    ],
+)

@@ -1,0 +1,95 @@
+"""Reading a Hugging Face GPT-2 checkpoint (config.json + model.safetensors)
+into NumPy arrays named and laid out for our MAX model. No torch involved."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+from pathlib import Path
+
+import numpy as np
+
+from solutions.solution_01 import GPT2Config
+
+# Hugging Face's GPT-2 uses Conv1D layers, whose weights are [in, out]; MAX's
+# Linear stores [out, in]. These are the layers to transpose.
+CONV1D_LAYERS = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
+# Buffers some checkpoints carry that are not parameters (old causal masks).
+NOT_PARAMETERS = (".attn.bias", ".attn.masked_bias")
+
+
+class CheckpointError(Exception):
+    """A checkpoint that cannot be used; the message says which file or tensor."""
+
+
+def load_config(directory: Path) -> GPT2Config:
+    path = Path(directory) / "config.json"
+    if not path.is_file():
+        raise CheckpointError(f"{path} does not exist: a checkpoint directory needs config.json.")
+    try:
+        raw = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise CheckpointError(f"{path} is not valid JSON: {error}") from None
+    known = {f.name for f in fields(GPT2Config)}
+    return GPT2Config(**{k: v for k, v in raw.items() if k in known})
+
+
+def read_tensors(directory: Path) -> dict[str, np.ndarray]:
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+
+    path = Path(directory) / "model.safetensors"
+    if not path.is_file():
+        raise CheckpointError(
+            f"{path} does not exist: the weights must be in safetensors format "
+            "(save_pretrained writes model.safetensors)."
+        )
+    try:
+        return load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as error:
+        raise CheckpointError(f"{path} could not be read: {error}") from None
+
+
+def to_max_layout(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Hugging Face names and layout -> ours: `transformer.` prefix, Linear
+    weights transposed, float32, lm_head tied to wte when it is absent."""
+    state = {}
+    for name, array in tensors.items():
+        if name.endswith(NOT_PARAMETERS):
+            continue
+        if not name.startswith(("transformer.", "lm_head.")):
+            name = "transformer." + name  # the hub's gpt2 omits the prefix
+        array = np.asarray(array, dtype=np.float32)
+        if name.endswith(".weight") and any(f".{layer}." in name for layer in CONV1D_LAYERS):
+            array = np.ascontiguousarray(array.T)
+        state[name] = array
+    if "lm_head.weight" not in state and "transformer.wte.weight" in state:
+        state["lm_head.weight"] = state["transformer.wte.weight"]
+    return state
+
+
+def check_against(state: dict[str, np.ndarray], expected: dict[str, tuple[int, ...]]) -> None:
+    """Raise CheckpointError naming the first tensor that is missing, extra, or
+    of the wrong shape."""
+    for name, shape in expected.items():
+        if name not in state:
+            raise CheckpointError(f"the checkpoint has no tensor {name} (shape {list(shape)}).")
+        if tuple(state[name].shape) != tuple(shape):
+            raise CheckpointError(
+                f"tensor {name} has shape {list(state[name].shape)} in the checkpoint, but the "
+                f"model (from config.json) expects {list(shape)}."
+            )
+    extra = sorted(set(state) - set(expected))
+    if extra:
+        raise CheckpointError(f"the checkpoint has a tensor the model does not: {extra[0]}.")
+
+
+def parameter_shapes(model) -> dict[str, tuple[int, ...]]:
+    return {name: tuple(int(d) for d in t.shape) for name, t in model.parameters}
+
+
+def load_into(model, directory: Path) -> None:
+    """Load a checkpoint directory into a model built from its config."""
+    state = to_max_layout(read_tensors(directory))
+    check_against(state, parameter_shapes(model))
+    model.load_state_dict(state)
