@@ -39,6 +39,7 @@ KNOWN_TASKS = {
     "test": "test_test_task_runs_pytest",
     "book": "test_book_serves_the_docs",
     "build-book": "test_build_book_builds",
+    "generate": "test_generate_task_rejects_an_empty_prompt",
 }
 
 
@@ -232,3 +233,9 @@ def test_build_book_builds(tmp_path: Path) -> None:
     result = run_task("build-book", "--dest-dir", str(tmp_path / "book"))
     assert result.returncode == 0, explain(result)
     assert (tmp_path / "book" / "index.html").is_file()
+
+
+def test_generate_task_rejects_an_empty_prompt() -> None:
+    result = run_task("generate", "--prompt", "")
+    assert result.returncode == 2, explain(result)
+    assert "--prompt is empty" in result.stderr

@@ -1,0 +1,49 @@
+"""Small GPT-2 checkpoints made locally, for tests that must not download."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+SENTENCES = [
+    "The quick brown fox jumps over the lazy dog.",
+    "A language model predicts the next token from the tokens before it.",
+    "Attention lets every position look at the positions before it.",
+    "MAX compiles the model into a graph and runs it fast.",
+] * 20
+
+
+def write_tokenizer(directory: Path, vocab_size: int = 300) -> None:
+    """A byte-level BPE tokenizer (GPT-2's kind) trained on a few sentences."""
+    from tokenizers.implementations import ByteLevelBPETokenizer
+
+    tokenizer = ByteLevelBPETokenizer()
+    tokenizer.train_from_iterator(
+        SENTENCES, vocab_size=vocab_size, min_frequency=1, show_progress=False
+    )
+    tokenizer.save(str(Path(directory) / "tokenizer.json"))
+
+
+def hf_model(seed: int = 0, initializer_range: float = 0.02, **config):
+    """A randomly initialized Hugging Face GPT2LMHeadModel (torch), eval mode."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    sizes = dict(vocab_size=300, n_positions=64, n_embd=64, n_layer=2, n_head=4)
+    torch.manual_seed(seed)
+    hf_config = GPT2Config(
+        **{**sizes, **config},
+        initializer_range=initializer_range,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
+    )
+    return GPT2LMHeadModel(hf_config).eval()
+
+
+def write_checkpoint(directory: Path, model=None, **config) -> Path:
+    """save_pretrained a model (by default a small random one) and a tokenizer."""
+    directory = Path(directory)
+    model = hf_model(**config) if model is None else model
+    model.save_pretrained(directory)
+    write_tokenizer(directory, vocab_size=min(300, model.config.vocab_size))
+    return directory

@@ -1,0 +1,223 @@
+"""Generate text with the GPT-2 you built: `pixi run generate --prompt "..."`.
+
+Loads a GPT-2 checkpoint (safetensors, no torch), builds the model from
+solutions/ (or from your own steps/ with --steps), and streams the tokens as
+they come, then prints how fast it went.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from tools import max_runtime
+
+DEFAULT_MODEL = "openai-community/gpt2"
+CHECKPOINT_FILES = [
+    "config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "vocab.json",
+    "merges.txt",
+]
+MAX_NEW_TOKENS = 1024  # more than this from a 1024-token model is a typo
+
+
+class UsageError(Exception):
+    """Bad input: printed as one message, exit status 2."""
+
+
+class Failure(Exception):
+    """Something we could not do (download, load): printed, exit status 1."""
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.generate", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--prompt", required=True, help="the text to continue")
+    parser.add_argument(
+        "--max-new-tokens", type=int, default=40, help="tokens to generate (default 40)"
+    )
+    parser.add_argument("--greedy", action="store_true", help="always take the most likely token")
+    parser.add_argument(
+        "--temperature", type=float, default=0.8, help="sampling temperature (default 0.8)"
+    )
+    parser.add_argument(
+        "--top-k", type=int, default=40, help="sample among the k most likely tokens (default 40)"
+    )
+    parser.add_argument("--seed", type=int, default=None, help="seed for reproducible sampling")
+    parser.add_argument(
+        "--model", default=DEFAULT_MODEL, help=f"Hugging Face model id (default {DEFAULT_MODEL})"
+    )
+    parser.add_argument(
+        "--weights", type=Path, help="a local checkpoint directory (as save_pretrained writes)"
+    )
+    parser.add_argument(
+        "--steps",
+        action="store_true",
+        help="run your own steps/step_13.py and steps/step_14.py instead of solutions/",
+    )
+    return parser.parse_args(argv)
+
+
+def validate(args: argparse.Namespace) -> None:
+    if not args.prompt.strip():
+        raise UsageError("--prompt is empty: give the model some text to continue.")
+    if not 1 <= args.max_new_tokens <= MAX_NEW_TOKENS:
+        raise UsageError(
+            f"--max-new-tokens must be between 1 and {MAX_NEW_TOKENS}, not {args.max_new_tokens}."
+        )
+    if not args.greedy and not args.temperature > 0:
+        raise UsageError(
+            f"--temperature must be above 0 when sampling, not {args.temperature} "
+            "(use --greedy for deterministic output)."
+        )
+    if not args.greedy and args.top_k is not None and args.top_k < 1:
+        raise UsageError(f"--top-k must be at least 1, not {args.top_k}.")
+
+
+def checkpoint_directory(args: argparse.Namespace) -> Path:
+    if args.weights is not None:
+        if not args.weights.is_dir():
+            raise Failure(f"--weights {args.weights}: no such directory.")
+        return args.weights
+    from huggingface_hub import snapshot_download
+
+    try:  # the local Hugging Face cache first, then the hub
+        return Path(
+            snapshot_download(args.model, allow_patterns=CHECKPOINT_FILES, local_files_only=True)
+        )
+    except Exception:
+        pass
+    try:
+        return Path(snapshot_download(args.model, allow_patterns=CHECKPOINT_FILES))
+    except Exception as error:
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise Failure(
+            f"Could not get the weights of {args.model!r}: they are not in the local Hugging Face cache, "
+            f"and downloading them from the Hugging Face hub failed ({reason}). If you are offline or "
+            "behind a firewall, copy a GPT-2 checkpoint directory (config.json, model.safetensors and "
+            "tokenizer.json, as `save_pretrained` writes them) to this machine and pass it with "
+            "--weights DIR."
+        ) from None
+
+
+class Tokenizer:
+    """GPT-2's byte-level BPE from the `tokenizers` library: ids in, text out."""
+
+    def __init__(self, directory: Path) -> None:
+        from tokenizers import Tokenizer as HFTokenizer
+        from tokenizers.implementations import ByteLevelBPETokenizer
+
+        if (directory / "tokenizer.json").is_file():
+            self._tokenizer = HFTokenizer.from_file(str(directory / "tokenizer.json"))
+        elif (directory / "vocab.json").is_file() and (directory / "merges.txt").is_file():
+            self._tokenizer = ByteLevelBPETokenizer.from_file(
+                str(directory / "vocab.json"), str(directory / "merges.txt")
+            )
+        else:
+            raise Failure(
+                f"{directory} has no tokenizer: it needs tokenizer.json, or vocab.json and merges.txt."
+            )
+
+    def encode(self, text: str) -> list[int]:
+        return self._tokenizer.encode(text).ids
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self._tokenizer.decode(list(ids))
+
+
+def code_modules(use_steps: bool):
+    """The model class and the generation module: yours (steps/) or the reference."""
+    if not use_steps:
+        return importlib.import_module("solutions.solution_13"), importlib.import_module(
+            "solutions.solution_14"
+        )
+    from tests.checker import source
+
+    modules = []
+    for number in (13, 14):
+        path = Path(__file__).resolve().parents[1] / "steps" / f"step_{number}.py"
+        if source.placeholders(path, source.parse(path)):
+            raise Failure(
+                f"{path.name} still has placeholders: finish it (`pixi run s{number}`) or drop --steps."
+            )
+        modules.append(importlib.import_module(f"steps.step_{number}"))
+    return tuple(modules)
+
+
+def load_model(directory: Path, model_module):
+    from tools.checkpoint import CheckpointError, load_config, load_into
+
+    try:
+        config = load_config(directory)
+        model = model_module.MaxGPT2LMHeadModel(config)
+        load_into(model, directory)
+    except CheckpointError as error:
+        raise Failure(f"Cannot use the checkpoint in {directory}: {error}") from None
+    return model, config
+
+
+def run(args: argparse.Namespace) -> None:
+    validate(args)
+    directory = checkpoint_directory(args)
+    model_module, generation = code_modules(args.steps)
+    started = time.perf_counter()
+    model, config = load_model(directory, model_module)
+    tokenizer = Tokenizer(directory)
+    prompt_ids = tokenizer.encode(args.prompt)
+    if len(prompt_ids) > config.n_positions:
+        raise UsageError(
+            f"the prompt is {len(prompt_ids)} tokens; the model's context window is "
+            f"{config.n_positions}."
+        )
+    if not args.greedy and args.top_k is not None and args.top_k > config.vocab_size:
+        raise UsageError(f"--top-k must be at most the vocabulary size, {config.vocab_size}.")
+    load_seconds = time.perf_counter() - started
+
+    print(args.prompt, end="", flush=True)
+    sampling = dict(
+        do_sample=not args.greedy,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        seed=args.seed,
+        context_length=config.n_positions,
+    )
+    started = time.perf_counter()
+    first_token_seconds = None
+    for piece in generation.generate_text(
+        model, tokenizer, args.prompt, args.max_new_tokens, **sampling
+    ):
+        print(piece, end="", flush=True)
+        first_token_seconds = first_token_seconds or time.perf_counter() - started
+    seconds = time.perf_counter() - started
+    print(
+        f"\n\n[{args.max_new_tokens} tokens in {seconds:.1f} s: {args.max_new_tokens / seconds:.2f} tokens/s; "
+        f"first token after {first_token_seconds or 0:.1f} s; loading took {load_seconds:.1f} s]",
+        file=sys.stderr,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    max_runtime.prepare()
+    try:
+        run(parse_args(argv))
+    except UsageError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except Failure as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\nInterrupted.", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
