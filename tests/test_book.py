@@ -22,7 +22,7 @@ from tools import figures
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
 SRC = DOCS / "src"
-STEPS = range(1, 10)
+STEPS = range(1, 15)
 
 INCLUDE = re.compile(r"\{\{#include\s+([^}\s]+?)\s*\}\}")
 IMAGE = re.compile(r"!\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
@@ -170,7 +170,12 @@ def test_figures_are_up_to_date(tmp_path: Path) -> None:
     fresh = {path.name: path.read_bytes() for path in figures.write_figures(tmp_path)}
     committed_dir = SRC / "figures"
     committed = {path.name for path in committed_dir.glob("*.svg")}
-    assert {"causal_mask.svg", "heads_split_merge.svg"} <= set(fresh)
+    assert {
+        "causal_mask.svg",
+        "heads_split_merge.svg",
+        "residual_pre_vs_post.svg",
+        "block_data_flow.svg",
+    } <= set(fresh)
     stale = sorted(committed - set(fresh))
     assert not stale, f"figures no script generates: {stale}"
     for name, content in fresh.items():
@@ -202,6 +207,19 @@ def test_summary_lists_every_step() -> None:
         assert f"step_{number:02d}.md" in targets, f"SUMMARY.md lacks step_{number:02d}"
     steps_in_order = [t for t in targets if t.startswith("step_")]
     assert steps_in_order == sorted(steps_in_order), "steps out of order in SUMMARY"
+
+
+def test_summary_ends_with_next_steps() -> None:
+    targets = summary_targets()
+    assert targets[-1] == "next.md", "SUMMARY.md should end with next.md"
+
+
+def test_step_pages_name_their_checks() -> None:
+    """Every step page shows how to run its check, with both commands."""
+    for number in STEPS:
+        text = step_page(number).read_text(encoding="utf-8")
+        for command in (f"pixi run s{number:02d}", f"python -m tests.check {number:02d}"):
+            assert command in text, f"step_{number:02d}.md lacks `{command}`"
 
 
 def test_summary_lists_every_page() -> None:

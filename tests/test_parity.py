@@ -15,7 +15,7 @@ from tests import reference as ref
 from tests.checker.compare import close
 from tests.fixtures import hf_model, write_checkpoint
 from tools import max_runtime
-from tools.checkpoint import (
+from solutions.solution_15 import (
     CheckpointError,
     load_config,
     load_into,

@@ -40,6 +40,12 @@ KNOWN_TASKS = {
     "book": "test_book_serves_the_docs",
     "build-book": "test_build_book_builds",
     "generate": "test_generate_task_rejects_an_empty_prompt",
+    "status": "test_learner_loop_tasks_run_tools_learn",
+    "next": "test_learner_loop_tasks_run_tools_learn",
+    "watch": "test_learner_loop_tasks_run_tools_learn",
+    "hint": "test_learner_loop_tasks_run_tools_learn",
+    "reset": "test_learner_loop_tasks_run_tools_learn",
+    "doctor": "test_learner_loop_tasks_run_tools_learn",
 }
 
 
@@ -239,3 +245,13 @@ def test_generate_task_rejects_an_empty_prompt() -> None:
     result = run_task("generate", "--prompt", "")
     assert result.returncode == 2, explain(result)
     assert "--prompt is empty" in result.stderr
+
+
+def test_learner_loop_tasks_run_tools_learn() -> None:
+    """Each learner-loop task is `python -m tools.learn <its name>` (tools/learn.py
+    is tested in tests/test_learn.py); `status` runs here for real."""
+    for name in ("status", "next", "watch", "hint", "reset", "doctor"):
+        assert tasks()[name][1] == f"python -m tools.learn {name}"
+    result = run_task("status")
+    assert result.returncode in (0, 1), explain(result)
+    assert "step 01" in result.stdout.lower() or "01" in result.stdout

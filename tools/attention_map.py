@@ -61,7 +61,7 @@ def check_directory(directory: Path) -> None:
 def load_model(directory: Path):
     """The step 13 model with the checkpoint's weights."""
     from solutions.solution_13 import MaxGPT2LMHeadModel
-    from tools.checkpoint import CheckpointError, load_config, load_into
+    from solutions.solution_15 import CheckpointError, load_config, load_into
 
     try:
         config = load_config(directory)
@@ -179,7 +179,7 @@ def heatmap_svg(weights: np.ndarray, labels: Sequence[str], *, title: str, subti
     for head in range(heads):
         x0 = margin + (head % cols) * (panel_w + gap) + label_space
         y0 = header + (head // cols) * (panel_h + gap) + 22 + label_space
-        panel = [f'<g class="head" data-head="{head}">']
+        panel = [f'<g class="head" data-head="{head}" shape-rendering="crispEdges">']
         panel.append(text(x0 + side / 2, y0 - label_space - 12, f"head {head}", size=13))
         for i in range(seq):
             if show_labels:

@@ -152,7 +152,7 @@ def code_modules(use_steps: bool):
 
 
 def load_model(directory: Path, model_module):
-    from tools.checkpoint import CheckpointError, load_config, load_into
+    from solutions.solution_15 import CheckpointError, load_config, load_into
 
     try:
         config = load_config(directory)

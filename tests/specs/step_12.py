@@ -66,7 +66,7 @@ STEP = Step(
     title="Stacking transformer blocks",
     required={"GPT2Model": ["__init__", "forward"]},
     checks=[
-        Check("wte, wpe, h.0..h.{n_layer-1}, ln_f named and shaped like GPT-2's", parameters),
+        Check("wte, wpe, h.0 ... h.N, ln_f named and shaped like GPT-2's", parameters),
         Check("forward matches GPT-2's transformer", forward),
         Check("works for a single token", one_token),
     ],

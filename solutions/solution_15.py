@@ -1,5 +1,13 @@
-"""Reading a Hugging Face GPT-2 checkpoint (config.json + model.safetensors)
-into NumPy arrays named and laid out for our MAX model. No torch involved."""
+"""Step 15: loading pretrained weights.
+
+The published GPT-2 is a Hugging Face checkpoint: config.json with the
+hyperparameters and model.safetensors with every tensor by name. Our modules
+carry Hugging Face's names, so loading is mostly a renaming exercise, with
+three wrinkles: Hugging Face's GPT-2 stores its linear layers as Conv1D with
+[in, out] weights (MAX's Linear is [out, in]), some checkpoints carry old mask
+buffers that are not parameters, and the tied lm_head is usually not stored at
+all. We read the tensors with safetensors into NumPy: no torch needed.
+"""
 
 from __future__ import annotations
 
@@ -93,3 +101,18 @@ def load_into(model, directory: Path) -> None:
     state = to_max_layout(read_tensors(directory))
     check_against(state, parameter_shapes(model))
     model.load_state_dict(state)
+
+
+def load_pretrained(directory: Path):
+    """Build a MaxGPT2LMHeadModel from a checkpoint directory and load it."""
+    from max.experimental import functional as F
+
+    from solutions.solution_13 import MaxGPT2LMHeadModel
+
+    config = load_config(directory)
+    # Build lazily: the random initial weights are replaced at once, so there
+    # is no point computing them (for 124M that saves ~20 s of eager work).
+    with F.lazy():
+        model = MaxGPT2LMHeadModel(config)
+    load_into(model, directory)
+    return model
