@@ -11,10 +11,6 @@ import torch
 
 from solutions.solution_13 import MaxGPT2LMHeadModel
 from solutions.solution_14 import generate_tokens
-from tests import reference as ref
-from tests.checker.compare import close
-from tests.fixtures import hf_model, write_checkpoint
-from tools import max_runtime
 from solutions.solution_15 import (
     CheckpointError,
     load_config,
@@ -22,6 +18,10 @@ from solutions.solution_15 import (
     read_tensors,
     to_max_layout,
 )
+from tests import reference as ref
+from tests.checker.compare import close
+from tests.fixtures import hf_model, write_checkpoint
+from tools import max_runtime
 
 max_runtime.prepare()
 PROMPT = [5, 17, 3, 88, 41, 2, 9, 250, 77, 1]
