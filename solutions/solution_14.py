@@ -46,7 +46,9 @@ def next_token_logits(model, token_ids: Sequence[int]) -> np.ndarray:
     """Run the model on one sequence; return the last position's logits."""
     input_ids = Tensor(np.asarray([token_ids], dtype=np.int64))
     logits = model(input_ids)  # [1, seq, vocab_size]
-    return np.asarray(logits[0, -1].to_numpy())
+    # Copy the logits out and slice in NumPy: slicing the MAX tensor would run
+    # one more eager op per token, which costs more than the copy.
+    return np.asarray(logits.to_numpy())[0, -1]
 
 
 def generate_tokens(

@@ -64,15 +64,15 @@ def to_max_layout(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     state = {}
     for name, array in tensors.items():
         if name.endswith(NOT_PARAMETERS):
-            continue
+            continue  # a mask buffer: the model builds its own (step 02)
         if not name.startswith(("transformer.", "lm_head.")):
             name = "transformer." + name  # the hub's gpt2 omits the prefix
-        array = np.asarray(array, dtype=np.float32)
+        array = np.asarray(array, dtype=np.float32)  # float16 checkpoints exist
         if name.endswith(".weight") and any(f".{layer}." in name for layer in CONV1D_LAYERS):
-            array = np.ascontiguousarray(array.T)
+            array = np.ascontiguousarray(array.T)  # MAX copies contiguous arrays only
         state[name] = array
     if "lm_head.weight" not in state and "transformer.wte.weight" in state:
-        state["lm_head.weight"] = state["transformer.wte.weight"]
+        state["lm_head.weight"] = state["transformer.wte.weight"]  # tied: stored once
     return state
 
 
@@ -82,9 +82,10 @@ def check_against(state: dict[str, np.ndarray], expected: dict[str, tuple[int, .
     for name, shape in expected.items():
         if name not in state:
             raise CheckpointError(f"the checkpoint has no tensor {name} (shape {list(shape)}).")
-        if tuple(state[name].shape) != tuple(shape):
+        found = tuple(state[name].shape)
+        if found != tuple(shape):
             raise CheckpointError(
-                f"tensor {name} has shape {list(state[name].shape)} in the checkpoint, but the "
+                f"tensor {name} has shape {list(found)} in the checkpoint, but the "
                 f"model (from config.json) expects {list(shape)}."
             )
     extra = sorted(set(state) - set(expected))

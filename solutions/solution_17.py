@@ -24,6 +24,7 @@ from solutions.solution_02 import causal_mask
 from solutions.solution_09 import GPT2MultiHeadAttention
 from solutions.solution_11 import GPT2Block
 from solutions.solution_13 import MaxGPT2LMHeadModel
+from solutions.solution_14 import sample_next_token
 
 
 class CachedAttention(GPT2MultiHeadAttention):
@@ -121,12 +122,30 @@ def compile_cached(model: CachedGPT2LMHeadModel):
     return forward
 
 
-def generate_cached(forward, config: GPT2Config, prompt_ids, max_new_tokens: int):
-    """Greedy decoding with a cache: the prompt once, then one token per step."""
+def generate_cached(
+    forward,
+    config: GPT2Config,
+    prompt_ids,
+    max_new_tokens: int,
+    *,
+    do_sample: bool = False,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    seed: int | None = None,
+):
+    """Decoding with a cache: the prompt once, then one token per step.
+
+    `forward` is the cached model or its compiled form (compile_cached).
+    """
+    rng = np.random.default_rng(seed)
     past_keys, past_values = empty_cache(config)
     input_ids = np.asarray([prompt_ids], dtype=np.int64)
     for _ in range(max_new_tokens):
         logits, past_keys, past_values = forward(Tensor(input_ids), past_keys, past_values)
-        next_id = int(np.argmax(logits[0, -1].to_numpy()))
+        last = np.asarray(logits.to_numpy())[0, -1]
+        if do_sample:
+            next_id = sample_next_token(last, temperature=temperature, top_k=top_k, rng=rng)
+        else:
+            next_id = int(np.argmax(last))
         yield next_id
         input_ids = np.asarray([[next_id]], dtype=np.int64)  # only the new token

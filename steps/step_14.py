@@ -49,7 +49,7 @@ def next_token_logits(model, token_ids: Sequence[int]) -> np.ndarray:
     """Run the model on one sequence; return the last position's logits."""
     # TODO: a [1, seq] int64 Tensor of the ids, the model's logits for it, and
     #   the last position's row as a NumPy array.
-    #   Hint: Tensor(np.asarray([ids], dtype=np.int64)); logits[0, -1].to_numpy()
+    #   Hint: Tensor(np.asarray([ids], dtype=np.int64)); logits.to_numpy()[0, -1]
     input_ids = None
     logits = None  # [1, seq, vocab_size]
     return None

@@ -5,6 +5,9 @@
     python -m tests.check all          check every step, with a progress summary
 
 Exit status: 0 all checks pass, 1 a check fails, 2 usage error.
+
+CHECK_PLAIN=1 prints the same text on every run: no colour, no timings, no
+notice about MAX's kernel cache (tools/book_outputs.py puts it in the book).
 """
 
 from __future__ import annotations
@@ -72,19 +75,14 @@ def check_one(number: int, path: Path, *, quiet: bool = False) -> bool:
     report.print_outcomes(outcomes)
     done = sum(o.status == "pass" for o in outcomes)
     seconds = time.perf_counter() - started
+    timing = "" if report.plain() else f" ({seconds:.1f} s)"
     if ok:
-        print(
-            report.green(
-                f"\nStep {spec.id} passes: {done}/{len(outcomes)} checks ({seconds:.1f} s)."
-            )
-        )
+        print(report.green(f"\nStep {spec.id} passes: {done}/{len(outcomes)} checks{timing}."))
         nxt = [n for n in available_steps() if n > number]
         if nxt:
             print(f"Next: open steps/step_{nxt[0]:02d}.py, then run `pixi run s{nxt[0]:02d}`.")
     else:
-        print(
-            report.red(f"\nStep {spec.id}: {done}/{len(outcomes)} checks pass ({seconds:.1f} s).")
-        )
+        print(report.red(f"\nStep {spec.id}: {done}/{len(outcomes)} checks pass{timing}."))
         print(f"Edit {display_path(path)} and run the check again.")
     return ok
 
@@ -112,6 +110,8 @@ def warn_if_cold() -> None:
     if not max_runtime.kernel_cache_is_warm():
         # Compiling can take minutes: no per-check time limit on a cold machine.
         os.environ["CHECK_NO_TIME_LIMIT"] = "1"
+        if report.plain():
+            return
         print(
             report.dim(
                 "MAX has not compiled its kernels on this machine yet: the first check compiles "

@@ -22,7 +22,9 @@ from tools import figures
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
 SRC = DOCS / "src"
-STEPS = range(1, 15)
+# Step 15's page is written separately; until docs/src/step_15.md exists, the
+# book goes from step 14 to step 16.
+STEPS = [n for n in range(1, 18) if n != 15 or (SRC / "step_15.md").is_file()]
 
 INCLUDE = re.compile(r"\{\{#include\s+([^}\s]+?)\s*\}\}")
 IMAGE = re.compile(r"!\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
@@ -222,10 +224,20 @@ def test_step_pages_name_their_checks() -> None:
             assert command in text, f"step_{number:02d}.md lacks `{command}`"
 
 
+def included_files() -> set[Path]:
+    """Files some page pulls in with {{#include}}: parts of a page, not pages."""
+    return {
+        include_target(page, directive)
+        for page in pages()
+        for directive in INCLUDE.findall(page.read_text(encoding="utf-8"))
+    }
+
+
 def test_summary_lists_every_page() -> None:
     listed = {(SRC / target).resolve() for target in summary_targets()}
+    included = included_files()
     for page in pages():
-        if page.name == "SUMMARY.md":
+        if page.name == "SUMMARY.md" or page.resolve() in included:
             continue
         assert page.resolve() in listed, f"{page.relative_to(REPO)} not in SUMMARY.md"
     for path in listed:

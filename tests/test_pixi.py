@@ -40,6 +40,7 @@ KNOWN_TASKS = {
     "book": "test_book_serves_the_docs",
     "build-book": "test_build_book_builds",
     "generate": "test_generate_task_rejects_an_empty_prompt",
+    "bench": "test_bench_task_runs_the_benchmark",
     "status": "test_learner_loop_tasks_run_tools_learn",
     "next": "test_learner_loop_tasks_run_tools_learn",
     "watch": "test_learner_loop_tasks_run_tools_learn",
@@ -191,9 +192,9 @@ def test_every_task_is_known() -> None:
 
 def test_tasks_live_where_pixi_run_finds_them() -> None:
     owners = {name: owner for name, (owner, _) in tasks().items()}
-    assert owners["test"] == "test"
+    assert owners["test"] == owners["bench"] == "test"  # both need torch and transformers
     assert owners["book"] == owners["build-book"] == "docs"
-    others = set(owners) - {"test", "book", "build-book"}
+    others = set(owners) - {"test", "bench", "book", "build-book"}
     assert {owners[name] for name in others} == {"default"}
 
 
@@ -255,3 +256,12 @@ def test_learner_loop_tasks_run_tools_learn() -> None:
     result = run_task("status")
     assert result.returncode in (0, 1), explain(result)
     assert "step 01" in result.stdout.lower() or "01" in result.stdout
+
+
+def test_bench_task_runs_the_benchmark() -> None:
+    """The benchmark takes minutes and measures, so it is not run here; its
+    command must be the module, and `--help` must work."""
+    assert tasks()["bench"][1] == "python -m tools.bench"
+    result = run_task("bench", "--help")
+    assert result.returncode == 0, explain(result)
+    assert "transformers" in result.stdout

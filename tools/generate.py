@@ -11,7 +11,7 @@ import argparse
 import importlib
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from tools import max_runtime
@@ -60,7 +60,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--steps",
         action="store_true",
-        help="run your own steps/step_13.py and steps/step_14.py instead of solutions/",
+        help="run your own steps/step_13.py and steps/step_14.py instead of solutions/ "
+        "(implies --eager)",
+    )
+    parser.add_argument(
+        "--eager",
+        action="store_true",
+        help="run eagerly, recomputing the whole sequence for every token (slow); by default "
+        "the model is compiled and keeps a KV cache",
     )
     return parser.parse_args(argv)
 
@@ -151,54 +158,111 @@ def code_modules(use_steps: bool):
     return tuple(modules)
 
 
-def load_model(directory: Path, model_module):
+def load_model(directory: Path, model_class):
+    """Build `model_class` from the checkpoint's config (lazily: its random
+    initial weights are never computed) and load the weights into it."""
+    from max.experimental import functional as F
+
     from solutions.solution_15 import CheckpointError, load_config, load_into
 
     try:
         config = load_config(directory)
-        model = model_module.MaxGPT2LMHeadModel(config)
+        with F.lazy():
+            model = model_class(config)
         load_into(model, directory)
     except CheckpointError as error:
         raise Failure(f"Cannot use the checkpoint in {directory}: {error}") from None
     return model, config
 
 
-def run(args: argparse.Namespace) -> None:
-    validate(args)
-    directory = checkpoint_directory(args)
+def decode_stream(tokenizer: Tokenizer, token_ids) -> Iterator[str]:
+    """Text pieces as tokens arrive, holding back half-decoded characters."""
+    new_ids: list[int] = []
+    shown = ""
+    for token_id in token_ids:
+        new_ids.append(token_id)
+        text = tokenizer.decode(new_ids)
+        if not text.endswith("\ufffd"):
+            yield text[len(shown) :]
+            shown = text
+
+
+def eager_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str], object]:
+    """Your step 13/14 code (or the reference), eager, no cache."""
     model_module, generation = code_modules(args.steps)
+    model, config = load_model(directory, model_module.MaxGPT2LMHeadModel)
+    check_fits(args, tokenizer, config, cached=False)
+    pieces = generation.generate_text(
+        model,
+        tokenizer,
+        args.prompt,
+        args.max_new_tokens,
+        context_length=config.n_positions,
+        **sampling,
+    )
+    return pieces, config
+
+
+def compiled_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str], object]:
+    """The compiled model with a KV cache (steps 16-17)."""
+    from solutions.solution_17 import CachedGPT2LMHeadModel, compile_cached, generate_cached
+
+    model, config = load_model(directory, CachedGPT2LMHeadModel)
+    check_fits(args, tokenizer, config, cached=True)
+    print(
+        "Compiling the model (the first time on a machine: a few minutes; then seconds)...",
+        file=sys.stderr,
+        flush=True,
+    )
     started = time.perf_counter()
-    model, config = load_model(directory, model_module)
-    tokenizer = Tokenizer(directory)
-    prompt_ids = tokenizer.encode(args.prompt)
-    if len(prompt_ids) > config.n_positions:
+    forward = compile_cached(model)
+    print(f"Compiled in {time.perf_counter() - started:.1f} s.\n", file=sys.stderr, flush=True)
+    tokens = generate_cached(
+        forward, config, tokenizer.encode(args.prompt), args.max_new_tokens, **sampling
+    )
+    return decode_stream(tokenizer, tokens), config
+
+
+def check_fits(args, tokenizer: Tokenizer, config, *, cached: bool) -> None:
+    prompt_length = len(tokenizer.encode(args.prompt))
+    if prompt_length > config.n_positions:
         raise UsageError(
-            f"the prompt is {len(prompt_ids)} tokens; the model's context window is "
+            f"the prompt is {prompt_length} tokens; the model's context window is "
             f"{config.n_positions}."
+        )
+    if cached and prompt_length + args.max_new_tokens > config.n_positions:
+        raise UsageError(
+            f"the prompt ({prompt_length} tokens) plus --max-new-tokens ({args.max_new_tokens}) "
+            f"exceeds the context window ({config.n_positions}); ask for fewer tokens, or use "
+            "--eager, which slides the window."
         )
     if not args.greedy and args.top_k is not None and args.top_k > config.vocab_size:
         raise UsageError(f"--top-k must be at most the vocabulary size, {config.vocab_size}.")
-    load_seconds = time.perf_counter() - started
 
-    print(args.prompt, end="", flush=True)
+
+def run(args: argparse.Namespace) -> None:
+    validate(args)
+    directory = checkpoint_directory(args)
+    tokenizer = Tokenizer(directory)
     sampling = dict(
-        do_sample=not args.greedy,
-        temperature=args.temperature,
-        top_k=args.top_k,
-        seed=args.seed,
-        context_length=config.n_positions,
+        do_sample=not args.greedy, temperature=args.temperature, top_k=args.top_k, seed=args.seed
     )
     started = time.perf_counter()
+    produce = eager_pieces if args.eager or args.steps else compiled_pieces
+    pieces, _ = produce(args, directory, tokenizer, sampling)
+    setup_seconds = time.perf_counter() - started
+
+    print(args.prompt, end="", flush=True)
+    started = time.perf_counter()
     first_token_seconds = None
-    for piece in generation.generate_text(
-        model, tokenizer, args.prompt, args.max_new_tokens, **sampling
-    ):
+    for piece in pieces:
         print(piece, end="", flush=True)
         first_token_seconds = first_token_seconds or time.perf_counter() - started
     seconds = time.perf_counter() - started
     print(
-        f"\n\n[{args.max_new_tokens} tokens in {seconds:.1f} s: {args.max_new_tokens / seconds:.2f} tokens/s; "
-        f"first token after {first_token_seconds or 0:.1f} s; loading took {load_seconds:.1f} s]",
+        f"\n\n[{args.max_new_tokens} tokens in {seconds:.2f} s: "
+        f"{args.max_new_tokens / seconds:.2f} tokens/s; first token after "
+        f"{first_token_seconds or 0:.2f} s; loading and compiling took {setup_seconds:.1f} s]",
         file=sys.stderr,
     )
 

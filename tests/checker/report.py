@@ -11,8 +11,18 @@ from .engine import Outcome
 ICONS = {"pass": "✅", "fail": "❌", "skip": "⏭️ "}
 
 
+def plain() -> bool:
+    """CHECK_PLAIN=1: the same text on every run (no colour, no timings), for the book."""
+    return os.environ.get("CHECK_PLAIN", "") not in ("", "0")
+
+
 def _colour_enabled() -> bool:
-    return sys.stdout.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
+    return (
+        sys.stdout.isatty()
+        and not plain()
+        and "NO_COLOR" not in os.environ
+        and os.environ.get("TERM") != "dumb"
+    )
 
 
 def paint(text: str, code: str) -> str:

@@ -1,0 +1,444 @@
+"""Checks for step 15: loading a Hugging Face checkpoint.
+
+No torch or transformers here (learners do not have them): the checkpoints are
+written with safetensors' NumPy API, in Hugging Face's layout. Conv1D weights
+are [in, out]. The hub's gpt2 names its tensors without the `transformer.`
+prefix and carries `h.N.attn.bias` mask buffers; save_pretrained writes the
+prefix and no buffers. Neither stores the tied lm_head.weight, but some
+converted checkpoints do.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from solutions.solution_01 import GPT2Config
+from solutions.solution_13 import MaxGPT2LMHeadModel
+from tests import reference as ref
+from tests.checker import Check, Context, Fail, Step, expect_close, tensor
+from tests.specs.common import BATCH, SEQ, model_shapes, small_config
+
+CONFIG = small_config()
+BODY = model_shapes(CONFIG, "transformer.")
+SHAPES = {**BODY, "lm_head.weight": (CONFIG.vocab_size, CONFIG.n_embd)}
+CONV1D = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
+BUFFERS = (".attn.bias", ".attn.masked_bias")
+HUB = "the hub's gpt2 (no `transformer.` prefix, mask buffers)"
+SAVED = "save_pretrained's layout (`transformer.` prefix)"
+WITH_HEAD = "a checkpoint that stores lm_head.weight"
+
+TRANSPOSE = (
+    "Transpose the weights of the Conv1D layers (CONV1D_LAYERS): Hugging Face stores "
+    "them [in, out], MAX's Linear wants [out, in]; np.ascontiguousarray(array.T)."
+)
+TIE = (
+    "GPT-2's head is tied to the token embedding table, which the checkpoint stores once: "
+    'when there is no lm_head.weight, set state["lm_head.weight"] = '
+    'state["transformer.wte.weight"].'
+)
+
+
+def is_conv1d(name: str) -> bool:
+    return name.endswith(".weight") and any(f".{layer}." in name for layer in CONV1D)
+
+
+# -- checkpoints ---------------------------------------------------------------
+
+_weights: dict[int, dict[str, np.ndarray]] = {}
+
+
+def weights(ctx: Context) -> dict[str, np.ndarray]:
+    """GPT-2-like weights in MAX's layout (lm_head tied), one set per check run."""
+    if id(ctx) not in _weights:
+        _weights.clear()
+        w = ctx.weights_for(BODY)
+        w["lm_head.weight"] = w["transformer.wte.weight"]
+        _weights[id(ctx)] = w
+    return _weights[id(ctx)]
+
+
+def hugging_face(
+    w: dict[str, np.ndarray],
+    *,
+    prefix: bool,
+    head: bool,
+    buffers: bool,
+    dtype: type = np.float32,
+) -> dict[str, np.ndarray]:
+    """The tensors as a Hugging Face checkpoint holds them."""
+    tensors = {}
+    for name, array in w.items():
+        if name == "lm_head.weight" and not head:
+            continue
+        if is_conv1d(name):
+            array = array.T
+        if not prefix:
+            name = name.removeprefix("transformer.")
+        tensors[name] = np.ascontiguousarray(array, dtype=dtype)
+    if buffers:
+        size = int(w["transformer.wpe.weight"].shape[0])
+        for i in range(sum(n.endswith(".ln_1.weight") for n in w)):
+            start = "" if not prefix else "transformer."
+            mask = np.tril(np.ones((size, size), dtype=np.float32))[None, None]
+            tensors[f"{start}h.{i}.attn.bias"] = mask
+            tensors[f"{start}h.{i}.attn.masked_bias"] = np.asarray(-1e4, dtype=np.float32)
+    return tensors
+
+
+def hub(ctx: Context, dtype: type = np.float32) -> dict[str, np.ndarray]:
+    return hugging_face(weights(ctx), prefix=False, head=False, buffers=True, dtype=dtype)
+
+
+def saved(ctx: Context, head: bool = False) -> dict[str, np.ndarray]:
+    return hugging_face(weights(ctx), prefix=True, head=head, buffers=False)
+
+
+def styles(ctx: Context) -> list[tuple[str, dict[str, np.ndarray]]]:
+    return [(HUB, hub(ctx)), (SAVED, saved(ctx)), (WITH_HEAD, saved(ctx, head=True))]
+
+
+def write_checkpoint(directory: Path, config: GPT2Config, tensors: dict[str, np.ndarray]) -> Path:
+    """config.json with Hugging Face's field names, and model.safetensors."""
+    from safetensors.numpy import save_file
+
+    fields = {
+        "architectures": ["GPT2LMHeadModel"],
+        "model_type": "gpt2",
+        "activation_function": "gelu_new",
+        "vocab_size": config.vocab_size,
+        "n_positions": config.n_positions,
+        "n_ctx": config.n_positions,
+        "n_embd": config.n_embd,
+        "n_layer": config.n_layer,
+        "n_head": config.n_head,
+        "n_inner": None,
+        "layer_norm_epsilon": config.layer_norm_epsilon,
+        "initializer_range": 0.02,
+    }
+    (directory / "config.json").write_text(json.dumps(fields, indent=2))
+    save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
+    return directory
+
+
+# -- calling the learner's functions -------------------------------------------
+
+
+def layout(ctx: Context, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    fn = ctx.get("to_max_layout")
+    state = ctx.call("to_max_layout(tensors)", fn, dict(tensors))
+    if not isinstance(state, dict):
+        raise Fail(
+            f"to_max_layout returned {type(state).__name__}, expected a dict of name -> array."
+        )
+    return state
+
+
+def checkpoint_error(ctx: Context, what: str, run: Callable[[], object], hint: str) -> str | None:
+    """The message of the CheckpointError that `run` raises, or None if it returns.
+    Any other exception fails the check with `hint`: a CheckpointError was due."""
+    error_class = ctx.get("CheckpointError")
+
+    def attempt() -> str | None:
+        try:
+            run()
+        except error_class as error:
+            return str(error)
+        return None
+
+    try:
+        return ctx.call(what, attempt)
+    except Fail as failure:
+        raise Fail(f"{failure.message}\n   (expected a CheckpointError)", hint) from None
+
+
+def expect_rejected(
+    ctx: Context, state: dict[str, np.ndarray], what: str, bad: list[str], hint: str
+) -> None:
+    fn = ctx.get("check_against")
+    message = checkpoint_error(
+        ctx, "check_against(state, expected)", lambda: fn(state, dict(SHAPES)), hint
+    )
+    if message is None:
+        raise Fail(f"check_against accepted {what}.", hint)
+    if not any(name in message for name in bad):
+        raise Fail(
+            f"for {what}, check_against raised CheckpointError({message!r}), which does "
+            f"not name {bad[0]}.",
+            "Put the tensor's name in the message: that is what the reader must fix.",
+        )
+
+
+# -- to_max_layout -------------------------------------------------------------
+
+
+def buffers_are_skipped(ctx: Context) -> None:
+    kept = sorted(name for name in layout(ctx, hub(ctx)) if name.endswith(BUFFERS))
+    if kept:
+        raise Fail(
+            f"to_max_layout kept {kept[0]}, a buffer (an old causal mask), not a parameter.",
+            "Skip (`continue`) the names that end with one of NOT_PARAMETERS: the model has "
+            "no such parameter, and builds its own mask.",
+        )
+
+
+def names_get_the_prefix(ctx: Context) -> None:
+    want = set(BODY)
+    for style, tensors in styles(ctx):
+        state = layout(ctx, tensors)
+        names = {n for n in state if not n.endswith(BUFFERS)} - {"lm_head.weight"}
+        if names == want:
+            continue
+        bare = sorted(n for n in names if f"transformer.{n}" in want)
+        doubled = sorted(n for n in names if n.startswith("transformer.transformer."))
+        if bare:
+            raise Fail(
+                f"from {style}, to_max_layout kept the name {bare[0]}; the model's "
+                f"parameter is transformer.{bare[0]}.",
+                'Add the "transformer." prefix to every name that starts with neither '
+                '"transformer." nor "lm_head.": the hub\'s gpt2 leaves it out.',
+            )
+        if doubled:
+            raise Fail(
+                f"from {style}, to_max_layout made the name {doubled[0]}.",
+                'Add the "transformer." prefix only where it is missing: save_pretrained '
+                "writes it.",
+            )
+        if "transformer.lm_head.weight" in names:
+            raise Fail(
+                f"from {style}, to_max_layout renamed lm_head.weight to "
+                "transformer.lm_head.weight.",
+                'The head is not part of the transformer: leave names that start with "lm_head." '
+                "as they are.",
+            )
+        missing, extra = sorted(want - names), sorted(names - want)
+        raise Fail(
+            f"from {style}, to_max_layout's names differ from the model's: "
+            + "; ".join(
+                part
+                for part in (
+                    f"missing {', '.join(missing[:3])}" if missing else "",
+                    f"unexpected {', '.join(extra[:3])}" if extra else "",
+                )
+                if part
+            ),
+            'Only rename: add the "transformer." prefix where it is missing.',
+        )
+
+
+def head_is_tied(ctx: Context) -> None:
+    for style, tensors in styles(ctx):
+        state = layout(ctx, tensors)
+        if "lm_head.weight" not in state:
+            raise Fail(
+                f"from {style}, to_max_layout returns no lm_head.weight: the model needs one.",
+                TIE,
+            )
+        table = state.get("transformer.wte.weight", weights(ctx)["transformer.wte.weight"])
+        if not np.array_equal(np.asarray(state["lm_head.weight"]), np.asarray(table)):
+            raise Fail(f"from {style}, lm_head.weight is not the token embedding table.", TIE)
+
+
+def conv1d_weights_are_transposed(ctx: Context) -> None:
+    state = layout(ctx, hub(ctx))
+    for name, want in weights(ctx).items():
+        if name == "lm_head.weight" or name not in state:
+            continue
+        got = np.asarray(state[name])
+        if got.shape == want.shape and np.array_equal(got, want):
+            continue
+        if got.shape == want.T.shape and np.array_equal(got, want.T):
+            if not is_conv1d(name):
+                raise Fail(
+                    f"{name} was transposed to {list(got.shape)}; the model's is {list(want.shape)}.",
+                    "Transpose only the Conv1D weights (CONV1D_LAYERS). The embedding tables, "
+                    "the biases and the layer norms are stored as the model wants them.",
+                )
+            if got.shape == want.shape:
+                raise Fail(
+                    f"{name} holds the checkpoint's [in, out] matrix, not transposed. "
+                    "It is square, so the shape could not tell.",
+                    TRANSPOSE,
+                )
+            raise Fail(
+                f"{name} has Hugging Face's Conv1D shape [in, out] = {list(got.shape)}; the "
+                f"model's Linear is [out, in] = {list(want.shape)}.",
+                TRANSPOSE,
+            )
+        raise Fail(
+            f"{name} differs from the checkpoint's tensor (shape {list(got.shape)}, "
+            f"expected {list(want.shape)}).",
+            "Convert to float32 and transpose the Conv1D weights; change nothing else.",
+        )
+
+
+def everything_is_float32(ctx: Context) -> None:
+    for dtype in (np.float32, np.float16):
+        state = layout(ctx, hub(ctx, dtype))
+        for name, array in state.items():
+            got = np.asarray(array).dtype
+            if got != np.float32:
+                raise Fail(
+                    f"from a {np.dtype(dtype).name} checkpoint, to_max_layout returned {name} "
+                    f"as {got}; the model's parameters are float32.",
+                    "Convert every tensor: np.asarray(array, dtype=np.float32). Checkpoints "
+                    "are also saved in float16, and MAX does not convert when loading.",
+                )
+
+
+# -- check_against -------------------------------------------------------------
+
+
+def accepts_a_fit_and_names_a_missing_tensor(ctx: Context) -> None:
+    w = weights(ctx)
+    fn = ctx.get("check_against")
+    fits = (
+        "Raise only for a missing tensor, a shape that differs or an extra tensor; "
+        "compare the shapes as tuples: tuple(state[name].shape) != tuple(shape)."
+    )
+    message = checkpoint_error(
+        ctx, "check_against(state, expected)", lambda: fn(dict(w), dict(SHAPES)), fits
+    )
+    if message is not None:
+        raise Fail(f"check_against rejected a checkpoint that fits the model: {message}", fits)
+    gone = "transformer.h.1.mlp.c_fc.bias"
+    expect_rejected(
+        ctx,
+        {n: a for n, a in w.items() if n != gone},
+        f"a checkpoint without {gone}",
+        [gone],
+        "Test `name not in state` first (before reading state[name]) and raise "
+        "CheckpointError naming the tensor.",
+    )
+
+
+def names_a_tensor_of_the_wrong_shape(ctx: Context) -> None:
+    w = weights(ctx)
+    bad = "transformer.h.0.mlp.c_fc.weight"
+    expect_rejected(
+        ctx,
+        {**w, bad: np.ascontiguousarray(w[bad].T)},
+        f"{bad} of shape {list(w[bad].T.shape)} where the model wants {list(w[bad].shape)}",
+        [bad],
+        "Compare tuple(state[name].shape) with tuple(shape) and raise CheckpointError "
+        "naming the tensor, with both shapes.",
+    )
+
+
+def names_an_extra_tensor(ctx: Context) -> None:
+    w = weights(ctx)
+    deeper = ctx.weights_for(model_shapes(small_config(n_layer=3), "transformer."))
+    extra = {n: a for n, a in deeper.items() if n.startswith("transformer.h.2.")}
+    expect_rejected(
+        ctx,
+        {**w, **extra},
+        "a checkpoint with a third layer (transformer.h.2.*) for a 2-layer model",
+        sorted(extra),
+        "The names in the state that the model lacks are set(state) - set(expected): "
+        "raise CheckpointError naming the first of them (sorted).",
+    )
+
+
+# -- load_into, end to end -----------------------------------------------------
+
+
+def fresh_model(config: GPT2Config) -> MaxGPT2LMHeadModel:
+    from max.experimental import functional as F
+
+    with F.lazy():  # its random weights are replaced at once: skip computing them
+        return MaxGPT2LMHeadModel(config)
+
+
+def load(ctx: Context, model: MaxGPT2LMHeadModel, directory: Path, style: str) -> None:
+    try:
+        ctx.call(f"load_into(model, <{style}>)", ctx.get("load_into"), model, directory)
+    except Fail as failure:
+        hint = "load_into runs to_max_layout, then check_against, then load_state_dict."
+        if "contiguous" in failure.message:
+            hint = "MAX copies only C-contiguous arrays: np.ascontiguousarray(array.T)."
+        raise Fail(failure.message, hint) from None
+
+
+def logits_match(ctx: Context) -> None:
+    w = weights(ctx)
+    ids = ctx.token_ids(CONFIG.vocab_size, BATCH, SEQ)
+    n, heads, eps = CONFIG.n_layer, CONFIG.n_head, CONFIG.layer_norm_epsilon
+    square = {name: a.T if name.endswith(".attn.c_proj.weight") else a for name, a in w.items()}
+    mistakes = {
+        "attn.c_proj.weight is not transposed: it is square ([n_embd, n_embd]), so its shape "
+        "fits either way. " + TRANSPOSE: ref.lm_logits(square, ids, n, heads, eps),
+    }
+    want = ref.lm_logits(w, ids, n, heads, eps)
+    for style, tensors in styles(ctx):
+        with tempfile.TemporaryDirectory() as folder:
+            directory = write_checkpoint(Path(folder), CONFIG, tensors)
+            model = fresh_model(CONFIG)
+            load(ctx, model, directory, style)
+        out = ctx.call("model(input_ids)", model, tensor(ids))
+        expect_close(out, want, f"model(input_ids) after load_into from {style}", mistakes)
+
+
+def mismatch_is_reported(ctx: Context) -> None:
+    narrow = small_config(n_embd=32)
+    tensors = hugging_face(
+        ctx.weights_for(model_shapes(narrow, "transformer.")),
+        prefix=False,
+        head=False,
+        buffers=True,
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        directory = write_checkpoint(Path(folder), CONFIG, tensors)  # says n_embd=64
+        model = fresh_model(CONFIG)
+        load_into = ctx.get("load_into")
+        message = checkpoint_error(
+            ctx,
+            "load_into(model, <checkpoint>)",
+            lambda: load_into(model, directory),
+            "check_against must compare every shape, so that a checkpoint that does not fit "
+            "raises CheckpointError before load_state_dict sees it.",
+        )
+    what = "a checkpoint of n_embd=32 whose config.json says n_embd=64"
+    if message is None:
+        raise Fail(f"load_into accepted {what}.", "check_against must compare every shape.")
+    first = "transformer.wte.weight"
+    if first not in message:
+        raise Fail(
+            f"for {what}, load_into raised CheckpointError({message!r}), which does not name "
+            f"{first}, the model's first tensor that does not fit.",
+            "Go through `expected` in order and raise at the first tensor that is missing or "
+            "of the wrong shape, naming it.",
+        )
+
+
+STEP = Step(
+    number=15,
+    title="Loading pretrained weights",
+    required={
+        "CheckpointError": [],
+        "to_max_layout": [],
+        "check_against": [],
+        "load_into": [],
+    },
+    checks=[
+        Check("mask buffers (h.N.attn.bias) are not loaded", buffers_are_skipped),
+        Check("names get the transformer. prefix where it is missing", names_get_the_prefix),
+        Check("lm_head.weight is tied to wte.weight when absent", head_is_tied),
+        Check(
+            "Conv1D weights are transposed to [out, in], nothing else",
+            conv1d_weights_are_transposed,
+        ),
+        Check("every tensor comes out float32 (also from float16)", everything_is_float32),
+        Check(
+            "check_against accepts a fit and names a missing tensor",
+            accepts_a_fit_and_names_a_missing_tensor,
+        ),
+        Check("check_against names a tensor of the wrong shape", names_a_tensor_of_the_wrong_shape),
+        Check("check_against names an extra tensor", names_an_extra_tensor),
+        Check("logits after load_into match GPT-2's, for each layout", logits_match),
+        Check("a checkpoint that does not fit its config.json is refused", mismatch_is_reported),
+    ],
+)

@@ -1,0 +1,95 @@
+"""Checks for step 16: compile_model."""
+
+import numpy as np
+
+from solutions.solution_13 import MaxGPT2LMHeadModel
+from tests.checker import Check, Context, Fail, Step, expect_close, tensor
+from tests.specs.common import model_shapes, small_config
+
+CONFIG = small_config(n_layer=1)
+_compiled: dict[int, tuple] = {}
+
+
+def compiled(ctx: Context):
+    """(eager model, the learner's compiled callable), compiled once per run."""
+    if id(ctx) not in _compiled:
+        _compiled.clear()
+        model = MaxGPT2LMHeadModel(CONFIG)
+        weights = ctx.weights_for({**model_shapes(CONFIG, "transformer."), "lm_head.weight": (1,)})
+        weights["lm_head.weight"] = weights["transformer.wte.weight"]
+        model.load_state_dict(weights)
+        result = ctx.call("compile_model(model)", ctx.get("compile_model"), model)
+        _compiled[id(ctx)] = (model, result)
+    return _compiled[id(ctx)]
+
+
+def is_compiled(ctx: Context) -> None:
+    from max.experimental.compilation import CompiledCallable
+    from max.experimental.nn import Module
+
+    model, result = compiled(ctx)
+    if result is model or isinstance(result, Module):
+        raise Fail(
+            "compile_model returned a Module: the model itself, not a compiled graph.",
+            "Return model.compile(input_type).",
+        )
+    if not isinstance(result, CompiledCallable):
+        raise Fail(
+            f"compile_model returned {type(result).__name__}, not a compiled graph.",
+            "Return what model.compile(...) returns: calling the model eagerly is what we replace.",
+        )
+
+
+def same_logits(ctx: Context, batch: int, seq: int) -> None:
+    model, result = compiled(ctx)
+    ids = ctx.token_ids(CONFIG.vocab_size, batch, seq)
+    eager = np.asarray(model(tensor(ids)).to_numpy())
+    out = ctx.call(f"the compiled model on [{batch}, {seq}] token ids", result, tensor(ids))
+    if isinstance(out, (tuple, list)):
+        out = out[0]
+    expect_close(
+        out,
+        eager,
+        f"compiled logits for [{batch}, {seq}] tokens",
+        hint="Compile the model itself; the compiled graph must compute what forward does.",
+    )
+
+
+def matches_eager(ctx: Context) -> None:
+    same_logits(ctx, 1, 5)
+
+
+def any_length(ctx: Context) -> None:
+    for seq in (9, 1, CONFIG.n_positions):
+        try:
+            same_logits(ctx, 1, seq)
+        except Fail as failure:
+            raise Fail(
+                f"{failure.message}",
+                'Name the sequence dimension ("seq") instead of fixing '
+                "a number: one graph then serves every length, with no recompiling.",
+            ) from None
+
+
+def any_batch(ctx: Context) -> None:
+    try:
+        same_logits(ctx, 3, 4)
+    except Fail as failure:
+        raise Fail(failure.message, 'Name the batch dimension too (["batch", "seq"]).') from None
+
+
+STEP = Step(
+    number=16,
+    title="Compile the model",
+    required={"compile_model": []},
+    seconds=1800,  # a machine's first compile of a graph takes minutes
+    checks=[
+        Check(
+            "compile_model returns a compiled graph (the first compile on a machine takes minutes)",
+            is_compiled,
+        ),
+        Check("compiled logits equal eager logits", matches_eager),
+        Check("one compiled graph serves other lengths (9, 1, n_positions tokens)", any_length),
+        Check("and other batch sizes", any_batch),
+    ],
+)

@@ -1,0 +1,131 @@
+"""Put the checker's real output in the book: `python -m tools.book_outputs`.
+
+For every step with a page docs/src/step_NN.md, run the checker on the
+untouched skeleton (steps/step_NN.py) and on the reference solution
+(solutions/solution_NN.py), and write what it prints to
+docs/src/outputs/step_NN-skeleton.txt and step_NN-solution.txt. The page
+includes both files, so the book never shows output the checker no longer
+prints; tests/test_book_outputs.py fails when a committed file is stale.
+
+The checker runs in this process, with CHECK_PLAIN=1 (no colour, no timings, no
+kernel-cache notice), so the output is the same on every run and machine.
+
+    python -m tools.book_outputs              rewrite docs/src/outputs/
+    python -m tools.book_outputs --dest DIR   write into DIR instead (for the test)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from tools import max_runtime
+
+REPO = Path(__file__).resolve().parents[1]
+PAGES = REPO / "docs" / "src"
+OUTPUTS = PAGES / "outputs"
+COMMAND = "python -m tools.book_outputs"
+KINDS = {"skeleton": 1, "solution": 0}  # the checker's expected exit status for each
+OUTPUT_FILE = re.compile(r"step_\d\d-(?:skeleton|solution)\.txt")
+
+
+class OutputError(Exception):
+    """The outputs cannot be generated as they are meant to be."""
+
+
+def book_steps() -> list[int]:
+    """Steps that have a page in the book."""
+    pages = PAGES.glob("step_[0-9][0-9].md")
+    return sorted(int(page.stem.removeprefix("step_")) for page in pages)
+
+
+def file_name(number: int, kind: str) -> str:
+    return f"step_{number:02d}-{kind}.txt"
+
+
+@contextlib.contextmanager
+def plain_checker() -> Iterator[None]:
+    """CHECK_PLAIN=1 for the checker while inside; the old value afterwards."""
+    before = os.environ.get("CHECK_PLAIN")
+    os.environ["CHECK_PLAIN"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["CHECK_PLAIN"]
+        else:
+            os.environ["CHECK_PLAIN"] = before
+
+
+def checker_output(number: int, kind: str) -> str:
+    """What `python -m tests.check NN [--solutions]` prints, with CHECK_PLAIN=1."""
+    from tests import check
+    from tools import learn
+
+    if number not in check.available_steps():
+        raise OutputError(f"docs/src/step_{number:02d}.md has no checker: tests/specs lacks it.")
+    if kind == "skeleton" and not learn.every_block_blank(check.step_file(number, False)):
+        raise OutputError(
+            f"steps/step_{number:02d}.py is not an untouched skeleton (a TODO block has no "
+            f"None left): `python -m tools.learn reset {number:02d}` restores it."
+        )
+    argv = [f"{number:02d}"] + (["--solutions"] if kind == "solution" else [])
+    buffer = io.StringIO()
+    with plain_checker(), contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
+        status = check.main(argv)
+    text = buffer.getvalue()
+    if status != KINDS[kind]:
+        raise OutputError(
+            f"the checker exited {status} on the {kind} of step {number:02d}, "
+            f"expected {KINDS[kind]}:\n{text}"
+        )
+    return text
+
+
+def generate(steps: list[int] | None = None) -> dict[str, str]:
+    """File name -> content, for every output file the book includes."""
+    files = {}
+    for number in book_steps() if steps is None else steps:
+        for kind in KINDS:
+            files[file_name(number, kind)] = checker_output(number, kind)
+    return files
+
+
+def write(files: dict[str, str], dest: Path) -> None:
+    """Write the files into dest, removing output files nothing generates any more."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for stale in dest.iterdir():
+        if OUTPUT_FILE.fullmatch(stale.name) and stale.name not in files:
+            stale.unlink()
+    for name, text in files.items():
+        path = dest / name
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8", newline="\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
+    parser.add_argument("--dest", type=Path, default=OUTPUTS, help="folder to write into")
+    args = parser.parse_args(argv)
+    max_runtime.prepare()
+    try:
+        files = generate()
+    except OutputError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    write(files, args.dest)
+    shown = args.dest.resolve()
+    with contextlib.suppress(ValueError):
+        shown = shown.relative_to(REPO)
+    print(f"Wrote {len(files)} checker outputs to {shown}/.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
