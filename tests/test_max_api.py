@@ -110,10 +110,8 @@ def max_aliases(tree: ast.AST) -> dict[str, str]:
                 aliases[name.asname or name.name] = f"{node.module}.{name.name}"
         elif isinstance(node, ast.Import):
             for name in node.names:
-                if name.name.split(".")[0] == "max":
-                    aliases[name.asname or name.name.split(".")[0]] = (
-                        name.name if name.asname else name.name.split(".")[0]
-                    )
+                if name.name.split(".")[0] == "max":  # `import max.x` binds `max`
+                    aliases[name.asname or "max"] = name.name if name.asname else "max"
     return aliases
 
 
