@@ -72,6 +72,14 @@ class Context:
     path: Path
     module: ModuleType
     rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
+    _memo: dict[str, Any] = field(default_factory=dict)
+
+    def once(self, key: str, build: Callable[[], Any]) -> Any:
+        """`build()` the first time a check of this run asks for `key`, then
+        the same object (a model worth building once per run)."""
+        if key not in self._memo:
+            self._memo[key] = build()
+        return self._memo[key]
 
     # -- reaching into the learner's code ---------------------------------
     def get(self, name: str) -> Any:

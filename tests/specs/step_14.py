@@ -89,15 +89,9 @@ def reproducible(ctx: Context) -> None:
         raise Fail("the same seed gave different draws.", "Draw only from the rng you are given.")
 
 
-_models: dict[int, tuple] = {}
-
-
 def tiny_model(ctx: Context):
     """One small GPT-2 (the solution's) per check run, built on first use."""
-    if id(ctx) not in _models:
-        _models.clear()
-        _models[id(ctx)] = build_tiny_model(ctx)
-    return _models[id(ctx)]
+    return ctx.once("tiny model", lambda: build_tiny_model(ctx))
 
 
 def build_tiny_model(ctx: Context):

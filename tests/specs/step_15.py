@@ -49,17 +49,15 @@ def is_conv1d(name: str) -> bool:
 
 # -- checkpoints ---------------------------------------------------------------
 
-_weights: dict[int, dict[str, np.ndarray]] = {}
-
 
 def weights(ctx: Context) -> dict[str, np.ndarray]:
     """GPT-2-like weights in MAX's layout (lm_head tied), one set per check run."""
-    if id(ctx) not in _weights:
-        _weights.clear()
-        w = ctx.weights_for(BODY)
-        w["lm_head.weight"] = w["transformer.wte.weight"]
-        _weights[id(ctx)] = w
-    return _weights[id(ctx)]
+    return ctx.once("weights", lambda: tied(ctx.weights_for(BODY)))
+
+
+def tied(w: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    w["lm_head.weight"] = w["transformer.wte.weight"]
+    return w
 
 
 def hugging_face(

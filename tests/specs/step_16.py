@@ -7,20 +7,19 @@ from tests.checker import Check, Context, Fail, Step, expect_close, tensor
 from tests.specs.common import model_shapes, small_config
 
 CONFIG = small_config(n_layer=1)
-_compiled: dict[int, tuple] = {}
 
 
 def compiled(ctx: Context):
     """(eager model, the learner's compiled callable), compiled once per run."""
-    if id(ctx) not in _compiled:
-        _compiled.clear()
-        model = MaxGPT2LMHeadModel(CONFIG)
-        weights = ctx.weights_for({**model_shapes(CONFIG, "transformer."), "lm_head.weight": (1,)})
-        weights["lm_head.weight"] = weights["transformer.wte.weight"]
-        model.load_state_dict(weights)
-        result = ctx.call("compile_model(model)", ctx.get("compile_model"), model)
-        _compiled[id(ctx)] = (model, result)
-    return _compiled[id(ctx)]
+    return ctx.once("compiled", lambda: compile_once(ctx))
+
+
+def compile_once(ctx: Context):
+    model = MaxGPT2LMHeadModel(CONFIG)
+    weights = ctx.weights_for({**model_shapes(CONFIG, "transformer."), "lm_head.weight": (1,)})
+    weights["lm_head.weight"] = weights["transformer.wte.weight"]
+    model.load_state_dict(weights)
+    return model, ctx.call("compile_model(model)", ctx.get("compile_model"), model)
 
 
 def is_compiled(ctx: Context) -> None:

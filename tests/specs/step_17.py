@@ -10,20 +10,20 @@ CONFIG = small_config(n_layer=2, n_positions=32)
 L, H, E = CONFIG.n_layer, CONFIG.n_head, CONFIG.n_embd
 D = E // H
 SHAPES = {**model_shapes(CONFIG, "transformer."), "lm_head.weight": (CONFIG.vocab_size, E)}
-_built: dict[int, tuple] = {}
 
 
 def model(ctx: Context):
     """The learner's cached model with GPT-2-like weights, built once per run."""
-    if id(ctx) not in _built:
-        _built.clear()
-        module = ctx.build("CachedGPT2LMHeadModel", CONFIG)
-        weights = ctx.weights_for(SHAPES)
-        weights["transformer.wte.weight"] *= 15  # varied greedy tokens
-        weights["lm_head.weight"] = weights["transformer.wte.weight"]
-        ctx.load_weights(module, SHAPES, weights)
-        _built[id(ctx)] = (module, {k: v.astype(np.float64) for k, v in weights.items()})
-    return _built[id(ctx)]
+    return ctx.once("model", lambda: build_model(ctx))
+
+
+def build_model(ctx: Context):
+    module = ctx.build("CachedGPT2LMHeadModel", CONFIG)
+    weights = ctx.weights_for(SHAPES)
+    weights["transformer.wte.weight"] *= 15  # varied greedy tokens
+    weights["lm_head.weight"] = weights["transformer.wte.weight"]
+    ctx.load_weights(module, SHAPES, weights)
+    return module, {k: v.astype(np.float64) for k, v in weights.items()}
 
 
 def reference_cache(w, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -128,12 +128,24 @@ def greedy_matches(ctx: Context) -> None:
     module, w = model(ctx)
     prompt = [3, 14, 15, 92, 65]
     want = ref.greedy_generate(w, prompt, 4, L, H, CONFIG.layer_norm_epsilon)
+    fed: list[int] = []
+
+    def forward(input_ids, past_keys, past_values):  # the model, recording what it is fed
+        fed.append(int(input_ids.shape[-1]))
+        return module(input_ids, past_keys, past_values)
+
     fn = ctx.get("generate_cached")
-    got = ctx.call("generate_cached", lambda: [int(t) for t in fn(module, CONFIG, prompt, 4)])
+    got = ctx.call("generate_cached", lambda: [int(t) for t in fn(forward, CONFIG, prompt, 4)])
+    if fed != [len(prompt), 1, 1, 1]:
+        raise Fail(
+            f"generate_cached fed the model {fed} tokens per call; with a cache that is "
+            f"{[len(prompt), 1, 1, 1]}.",
+            "Feed the prompt once, then only the newest token: the cache holds the rest.",
+        )
     if got != want:
         raise Fail(
             f"generate_cached gave {got}; recomputing everything gives {want}.",
-            "Feed the prompt once, then only the newest token, passing the returned cache back in.",
+            "Pass the cache returned by each call into the next one.",
         )
 
 
