@@ -116,7 +116,8 @@ def warn_if_cold() -> None:
             report.dim(
                 "MAX has not compiled its kernels on this machine yet: the first check compiles "
                 "each kind of operation it meets (up to a few minutes in all). Run `pixi run warm` "
-                "once to compile everything up front. Later checks take seconds."
+                "(pip: `max warm-interpreter-cache`) once to compile everything up front, about "
+                "5 minutes. Later checks take seconds."
             ),
             flush=True,
         )
