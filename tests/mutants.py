@@ -16,6 +16,15 @@ class Mutant:
     expect: str  # a phrase the failing check's message or hint contains
 
 
+def apply(mutant: Mutant, source: str) -> str:
+    """The solution's source with the mutant's edits made."""
+    for old, new in mutant.edits:
+        if source.count(old) != 1:
+            raise ValueError(f"mutant {mutant.name!r}: {old!r} must occur exactly once")
+        source = source.replace(old, new)
+    return source
+
+
 def m(name: str, old: str, new: str, expect: str) -> Mutant:
     return Mutant(name, ((old, new),), expect)
 

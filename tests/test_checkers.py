@@ -11,7 +11,7 @@ import pytest
 
 from tests.check import available_steps, load_spec, step_file
 from tests.checker import Outcome, run_step
-from tests.mutants import MUTANTS, Mutant
+from tests.mutants import MUTANTS, Mutant, apply
 from tools import max_runtime
 
 REPO = Path(__file__).resolve().parents[1]
@@ -24,14 +24,8 @@ def failures(outcomes: list[Outcome]) -> list[Outcome]:
 
 
 def mutate(number: int, mutant: Mutant, directory: Path) -> Path:
-    text = step_file(number, solutions=True).read_text()
-    for old, new in mutant.edits:
-        assert text.count(old) == 1, (
-            f"mutant {mutant.name!r}: {old!r} must occur once in solution_{number:02d}"
-        )
-        text = text.replace(old, new)
     path = directory / f"solution_{number:02d}.py"
-    path.write_text(text)
+    path.write_text(apply(mutant, step_file(number, solutions=True).read_text()))
     return path
 
 

@@ -22,6 +22,7 @@ import io
 import os
 import re
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,7 +33,10 @@ PAGES = REPO / "docs" / "src"
 OUTPUTS = PAGES / "outputs"
 COMMAND = "python -m tools.book_outputs"
 KINDS = {"skeleton": 1, "solution": 0}  # the checker's expected exit status for each
-OUTPUT_FILE = re.compile(r"step_\d\d-(?:skeleton|solution)\.txt")
+OUTPUT_FILE = re.compile(r"(?:step_\d\d-(?:skeleton|solution)|example-mistake)\.txt")
+# The failing check the introduction shows: a learner's likely mistake from
+# tests/mutants.py, run through the real checker.
+EXAMPLE_MISTAKE = (2, "mask inverted (exclude=False)")
 
 
 class OutputError(Exception):
@@ -88,12 +92,31 @@ def checker_output(number: int, kind: str) -> str:
     return text
 
 
+def example_mistake_output() -> str:
+    """The checker's output on the solution with EXAMPLE_MISTAKE made, as if it
+    were the learner's steps/step_NN.py."""
+    from tests import check
+    from tests.mutants import MUTANTS, apply
+
+    number, name = EXAMPLE_MISTAKE
+    mutant = next(m for m in MUTANTS[number] if m.name == name)
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / f"step_{number:02d}.py"
+        path.write_text(apply(mutant, check.step_file(number, True).read_text()))
+        buffer = io.StringIO()
+        with plain_checker(), contextlib.redirect_stdout(buffer):
+            check.main([f"{number:02d}", "--file", str(path)])
+    return buffer.getvalue().replace(str(path.resolve()), f"steps/step_{number:02d}.py")
+
+
 def generate(steps: list[int] | None = None) -> dict[str, str]:
     """File name -> content, for every output file the book includes."""
     files = {}
     for number in book_steps() if steps is None else steps:
         for kind in KINDS:
             files[file_name(number, kind)] = checker_output(number, kind)
+    if steps is None:
+        files["example-mistake.txt"] = example_mistake_output()
     return files
 
 
