@@ -45,7 +45,17 @@ def test_every_book_step_has_both_outputs(fresh: dict[str, str]) -> None:
     steps = book_outputs.book_steps()
     assert steps, "no step pages found in docs/src"
     expected = {book_outputs.file_name(n, kind) for n in steps for kind in book_outputs.KINDS}
-    assert set(fresh) == expected
+    assert set(fresh) == expected | {"example-mistake.txt"}
+
+
+def test_introduction_shows_a_real_mistake(fresh: dict[str, str]) -> None:
+    """The introduction's failing example is the checker's output on a mutant
+    from tests/mutants.py, so it names the mistake as the checker really does."""
+    example = fresh["example-mistake.txt"]
+    assert "(steps/step_02.py)" in example.splitlines()[0]
+    assert "❌" in example and "Hint: The mask is inverted" in example
+    introduction = (book_outputs.PAGES / "introduction.md").read_text(encoding="utf-8")
+    assert "{{#include outputs/example-mistake.txt}}" in introduction
 
 
 def test_committed_outputs_are_up_to_date(fresh: dict[str, str]) -> None:
