@@ -102,3 +102,56 @@ def test_all_solutions_pass() -> None:
     result = run_cli("all", "--solutions")
     assert result.returncode == 0, result.stdout
     assert f"{len(STEPS)}/{len(STEPS)}" in result.stdout
+
+
+def learner_file(directory: Path, number: int, old: str, new: str) -> Path:
+    """The solution of step `number` with one edit, as a learner's file."""
+    path = directory / f"step_{number:02d}.py"
+    source = step_file(number, solutions=True).read_text()
+    assert source.count(old) == 1
+    path.write_text(source.replace(old, new))
+    return path
+
+
+def test_syntax_error_shows_the_line(tmp_path: Path) -> None:
+    path = learner_file(tmp_path, 1, "n_embd: int = 768", "n_embd: int = = 768")
+    (outcome,) = failures(run_step(load_spec(1), path))
+    assert "SyntaxError" in outcome.message and "n_embd: int = = 768" in outcome.message
+    line = (
+        path.read_text()
+        .splitlines()
+        .index("    n_embd: int = = 768  # width of every hidden state")
+        + 1
+    )
+    assert f"(line {line})" in outcome.message, outcome.message
+
+
+def test_exception_points_at_the_learners_line(tmp_path: Path) -> None:
+    path = learner_file(
+        tmp_path,
+        4,
+        "hidden_states = self.c_fc(hidden_states)",
+        "hidden_states = self.c_fc(hidden_states) @ hidden_states",
+    )
+    (outcome,) = failures(run_step(load_spec(4), path))
+    line = (
+        path.read_text()
+        .splitlines()
+        .index("        hidden_states = self.c_fc(hidden_states) @ hidden_states")
+        + 1
+    )
+    assert f"{path.name}:{line}" in outcome.message, outcome.message
+    assert "Traceback" not in outcome.message and len(outcome.message.splitlines()) <= 3
+
+
+def test_a_hanging_check_is_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHECK_TIME_LIMIT", "2")
+    monkeypatch.delenv("CHECK_NO_TIME_LIMIT", raising=False)
+    path = learner_file(
+        tmp_path,
+        1,
+        "if self.n_inner is None:",
+        "while True:\n            pass\n        if self.n_inner is None:",
+    )
+    (outcome,) = failures(run_step(load_spec(1), path))
+    assert "still running after 2 s" in outcome.message and outcome.hint
