@@ -114,8 +114,9 @@ def load_into(model, directory: Path) -> None:
     model.load_state_dict(state)
 
 
-def load_pretrained(directory: Path):
-    """Build a MaxGPT2LMHeadModel from a checkpoint directory and load it."""
+def load_pretrained(directory: Path, model_class=None):
+    """Build a model (MaxGPT2LMHeadModel unless another class with the same
+    parameters is given) from a checkpoint directory's config and load it."""
     from max.experimental import functional as F
 
     from solutions.solution_13 import MaxGPT2LMHeadModel
@@ -124,6 +125,6 @@ def load_pretrained(directory: Path):
     # Build lazily: the random initial weights are replaced at once, so there
     # is no point computing them (for 124M that saves ~20 s of eager work).
     with F.lazy():
-        model = MaxGPT2LMHeadModel(config)
+        model = (model_class or MaxGPT2LMHeadModel)(config)
     load_into(model, directory)
     return model

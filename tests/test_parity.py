@@ -15,6 +15,7 @@ from solutions.solution_15 import (
     CheckpointError,
     load_config,
     load_into,
+    load_pretrained,
     read_tensors,
     to_max_layout,
 )
@@ -28,9 +29,7 @@ PROMPT = [5, 17, 3, 88, 41, 2, 9, 250, 77, 1]
 
 
 def max_model(directory: Path) -> MaxGPT2LMHeadModel:
-    model = MaxGPT2LMHeadModel(load_config(directory))
-    load_into(model, directory)
-    return model
+    return load_pretrained(directory)
 
 
 def max_logits(model: MaxGPT2LMHeadModel, ids: list[int]) -> np.ndarray:

@@ -60,13 +60,10 @@ def check_directory(directory: Path) -> None:
 
 def load_model(directory: Path):
     """The step 13 model with the checkpoint's weights."""
-    from solutions.solution_13 import MaxGPT2LMHeadModel
-    from solutions.solution_15 import CheckpointError, load_config, load_into
+    from solutions.solution_15 import CheckpointError, load_pretrained
 
     try:
-        config = load_config(directory)
-        model = MaxGPT2LMHeadModel(config)
-        load_into(model, directory)
+        model = load_pretrained(directory)
     except CheckpointError as error:
         raise Failure(f"cannot use the checkpoint in {directory}: {error}") from None
     return model

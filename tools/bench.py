@@ -143,11 +143,9 @@ def plot(rows: list[Row], path: Path) -> None:
 
 def run(lengths: tuple[int, ...], eager_tokens: int, no_cache_max: int, out: Path) -> str:
     import torch
-    from max.experimental import functional as F
 
-    from solutions.solution_13 import MaxGPT2LMHeadModel
     from solutions.solution_14 import generate_tokens
-    from solutions.solution_15 import load_config, load_into
+    from solutions.solution_15 import load_pretrained
     from solutions.solution_16 import compile_model
     from solutions.solution_17 import CachedGPT2LMHeadModel, compile_cached, generate_cached
     from tests.fixtures import hf_model
@@ -158,12 +156,9 @@ def run(lengths: tuple[int, ...], eager_tokens: int, no_cache_max: int, out: Pat
     prompt = np.random.default_rng(0).integers(0, GPT2_124M["vocab_size"], PROMPT_LENGTH).tolist()
     with tempfile.TemporaryDirectory() as directory:
         hf.save_pretrained(directory)
-        config = load_config(Path(directory))
-        with F.lazy():
-            plain = MaxGPT2LMHeadModel(config)
-            cached = CachedGPT2LMHeadModel(config)
-        load_into(plain, Path(directory))
-        load_into(cached, Path(directory))
+        plain = load_pretrained(Path(directory))
+        cached = load_pretrained(Path(directory), CachedGPT2LMHeadModel)
+    config = plain.config
 
     bandwidth = read_bandwidth()
     weight_bytes = sum(

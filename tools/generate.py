@@ -159,20 +159,14 @@ def code_modules(use_steps: bool):
 
 
 def load_model(directory: Path, model_class):
-    """Build `model_class` from the checkpoint's config (lazily: its random
-    initial weights are never computed) and load the weights into it."""
-    from max.experimental import functional as F
-
-    from solutions.solution_15 import CheckpointError, load_config, load_into
+    """`model_class` with the checkpoint's weights (step 15), and its config."""
+    from solutions.solution_15 import CheckpointError, load_pretrained
 
     try:
-        config = load_config(directory)
-        with F.lazy():
-            model = model_class(config)
-        load_into(model, directory)
+        model = load_pretrained(directory, model_class)
     except CheckpointError as error:
         raise Failure(f"Cannot use the checkpoint in {directory}: {error}") from None
-    return model, config
+    return model, model.config
 
 
 def decode_stream(tokenizer: Tokenizer, token_ids) -> Iterator[str]:
