@@ -45,3 +45,23 @@ def model_shapes(config: GPT2Config, prefix: str = "") -> dict:
     for i in range(config.n_layer):
         shapes.update(block_shapes(config, f"{prefix}h.{i}."))
     return {**shapes, **layer_norm_shapes(f"{prefix}ln_f", config.n_embd)}
+
+
+def lm_shapes(config: GPT2Config) -> dict:
+    """MaxGPT2LMHeadModel's parameters: the transformer and the (tied) head."""
+    return {
+        **model_shapes(config, "transformer."),
+        "lm_head.weight": (config.vocab_size, config.n_embd),
+    }
+
+
+def tied_lm_weights(ctx, config: GPT2Config, wte_scale: float = 1.0) -> dict:
+    """GPT-2-like weights for lm_shapes(config), the head tied to wte as in GPT-2.
+
+    wte_scale > 1 makes the logits peaked, so greedy decoding picks varied
+    tokens instead of repeating one.
+    """
+    weights = ctx.weights_for(lm_shapes(config))
+    weights["transformer.wte.weight"] *= wte_scale
+    weights["lm_head.weight"] = weights["transformer.wte.weight"]  # one matrix
+    return weights

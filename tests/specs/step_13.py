@@ -4,19 +4,14 @@ import numpy as np
 
 from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor
-from tests.specs.common import BATCH, SEQ, model_shapes, small_config
+from tests.specs.common import BATCH, SEQ, lm_shapes, small_config, tied_lm_weights
 
 CONFIG = small_config()
-SHAPES = {
-    **model_shapes(CONFIG, "transformer."),
-    "lm_head.weight": (CONFIG.vocab_size, CONFIG.n_embd),
-}
+SHAPES = lm_shapes(CONFIG)
 
 
 def tied_weights(ctx: Context) -> dict[str, np.ndarray]:
-    weights = ctx.weights_for(SHAPES)
-    weights["lm_head.weight"] = weights["transformer.wte.weight"]  # one matrix, as in GPT-2
-    return weights
+    return tied_lm_weights(ctx, CONFIG)
 
 
 def parameters(ctx: Context) -> None:

@@ -5,7 +5,7 @@ import numpy as np
 from solutions.solution_13 import MaxGPT2LMHeadModel
 from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step
-from tests.specs.common import model_shapes, small_config
+from tests.specs.common import small_config, tied_lm_weights
 
 CONFIG = small_config(n_positions=24, n_layer=1)
 LOGITS = np.array([2.0, 1.0, 0.5, 3.0, -1.0, 0.0, 2.5, -2.0])
@@ -96,9 +96,7 @@ def tiny_model(ctx: Context):
 
 def build_tiny_model(ctx: Context):
     model = MaxGPT2LMHeadModel(CONFIG)
-    weights = ctx.weights_for({**model_shapes(CONFIG, "transformer."), "lm_head.weight": (1, 1)})
-    weights["transformer.wte.weight"] *= 15  # varied greedy choices, not one token repeated
-    weights["lm_head.weight"] = weights["transformer.wte.weight"]
+    weights = tied_lm_weights(ctx, CONFIG, wte_scale=15)
     model.load_state_dict(weights)
     return model, weights
 

@@ -21,11 +21,11 @@ from solutions.solution_01 import GPT2Config
 from solutions.solution_13 import MaxGPT2LMHeadModel
 from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor
-from tests.specs.common import BATCH, SEQ, model_shapes, small_config
+from tests.specs.common import BATCH, SEQ, lm_shapes, model_shapes, small_config, tied_lm_weights
 
 CONFIG = small_config()
 BODY = model_shapes(CONFIG, "transformer.")
-SHAPES = {**BODY, "lm_head.weight": (CONFIG.vocab_size, CONFIG.n_embd)}
+SHAPES = lm_shapes(CONFIG)
 CONV1D = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
 BUFFERS = (".attn.bias", ".attn.masked_bias")
 HUB = "the hub's gpt2 (no `transformer.` prefix, mask buffers)"
@@ -52,12 +52,7 @@ def is_conv1d(name: str) -> bool:
 
 def weights(ctx: Context) -> dict[str, np.ndarray]:
     """GPT-2-like weights in MAX's layout (lm_head tied), one set per check run."""
-    return ctx.once("weights", lambda: tied(ctx.weights_for(BODY)))
-
-
-def tied(w: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    w["lm_head.weight"] = w["transformer.wte.weight"]
-    return w
+    return ctx.once("weights", lambda: tied_lm_weights(ctx, CONFIG))
 
 
 def hugging_face(

@@ -4,7 +4,7 @@ import numpy as np
 
 from solutions.solution_13 import MaxGPT2LMHeadModel
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor
-from tests.specs.common import model_shapes, small_config
+from tests.specs.common import small_config, tied_lm_weights
 
 CONFIG = small_config(n_layer=1)
 
@@ -16,8 +16,7 @@ def compiled(ctx: Context):
 
 def compile_once(ctx: Context):
     model = MaxGPT2LMHeadModel(CONFIG)
-    weights = ctx.weights_for({**model_shapes(CONFIG, "transformer."), "lm_head.weight": (1,)})
-    weights["lm_head.weight"] = weights["transformer.wte.weight"]
+    weights = tied_lm_weights(ctx, CONFIG)
     model.load_state_dict(weights)
     return model, ctx.call("compile_model(model)", ctx.get("compile_model"), model)
 

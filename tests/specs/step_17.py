@@ -4,12 +4,12 @@ import numpy as np
 
 from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor
-from tests.specs.common import model_shapes, small_config
+from tests.specs.common import lm_shapes, small_config, tied_lm_weights
 
 CONFIG = small_config(n_layer=2, n_positions=32)
 L, H, E = CONFIG.n_layer, CONFIG.n_head, CONFIG.n_embd
 D = E // H
-SHAPES = {**model_shapes(CONFIG, "transformer."), "lm_head.weight": (CONFIG.vocab_size, E)}
+SHAPES = lm_shapes(CONFIG)
 
 
 def model(ctx: Context):
@@ -19,9 +19,7 @@ def model(ctx: Context):
 
 def build_model(ctx: Context):
     module = ctx.build("CachedGPT2LMHeadModel", CONFIG)
-    weights = ctx.weights_for(SHAPES)
-    weights["transformer.wte.weight"] *= 15  # varied greedy tokens
-    weights["lm_head.weight"] = weights["transformer.wte.weight"]
+    weights = tied_lm_weights(ctx, CONFIG, wte_scale=15)
     ctx.load_weights(module, SHAPES, weights)
     return module, {k: v.astype(np.float64) for k, v in weights.items()}
 
