@@ -12,7 +12,7 @@ the character of the text:
   unlikely tokens cannot derail the text.
 """
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -77,13 +77,11 @@ def generate_tokens(
         yield next_id
 
 
-def generate_text(
-    model, tokenizer: Tokenizer, prompt: str, max_new_tokens: int, **sampling
-) -> Iterator[str]:
-    """Yield the generated text piece by piece, as tokens are produced."""
+def decode_stream(tokenizer: Tokenizer, token_ids: Iterable[int]) -> Iterator[str]:
+    """Yield the text of `token_ids` piece by piece, as the ids arrive."""
     new_ids: list[int] = []
     shown = ""
-    for token_id in generate_tokens(model, tokenizer.encode(prompt), max_new_tokens, **sampling):
+    for token_id in token_ids:
         new_ids.append(token_id)
         # Decode everything so far: one character can span several tokens,
         # so decoding token by token could split it.
@@ -91,3 +89,12 @@ def generate_text(
         if not text.endswith("\ufffd"):  # wait for the rest of a split character
             yield text[len(shown) :]
             shown = text
+
+
+def generate_text(
+    model, tokenizer: Tokenizer, prompt: str, max_new_tokens: int, **sampling
+) -> Iterator[str]:
+    """Yield the generated text piece by piece, as tokens are produced."""
+    yield from decode_stream(
+        tokenizer, generate_tokens(model, tokenizer.encode(prompt), max_new_tokens, **sampling)
+    )

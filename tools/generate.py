@@ -169,18 +169,6 @@ def load_model(directory: Path, model_class):
     return model, model.config
 
 
-def decode_stream(tokenizer: Tokenizer, token_ids) -> Iterator[str]:
-    """Text pieces as tokens arrive, holding back half-decoded characters."""
-    new_ids: list[int] = []
-    shown = ""
-    for token_id in token_ids:
-        new_ids.append(token_id)
-        text = tokenizer.decode(new_ids)
-        if not text.endswith("\ufffd"):
-            yield text[len(shown) :]
-            shown = text
-
-
 def eager_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str], object]:
     """Your step 13/14 code (or the reference), eager, no cache."""
     model_module, generation = code_modules(args.steps)
@@ -199,6 +187,7 @@ def eager_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str], o
 
 def compiled_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str], object]:
     """The compiled model with a KV cache (steps 16-17)."""
+    from solutions.solution_14 import decode_stream
     from solutions.solution_17 import CachedGPT2LMHeadModel, compile_cached, generate_cached
 
     model, config = load_model(directory, CachedGPT2LMHeadModel)
