@@ -18,46 +18,20 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
+from tests.fixtures import hf_model, write_checkpoint  # noqa: E402
 from tools import attention_map  # noqa: E402
 
 SVG = "{http://www.w3.org/2000/svg}"
 SIZES = dict(vocab_size=300, n_positions=32, n_embd=32, n_layer=2, n_head=4)
 PROMPT = "The quick brown fox looks at the fox."
-SENTENCES = [
-    "The quick brown fox jumps over the lazy dog.",
-    "A language model predicts the next token from the tokens before it.",
-    "Attention lets every position look at the positions before it.",
-]
-
-
-def write_tokenizer(directory: Path) -> None:
-    """GPT-2's kind of tokenizer (byte-level BPE), trained on three sentences."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=SIZES["vocab_size"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tokenizer.train_from_iterator(SENTENCES * 10, trainer=trainer)
-    assert tokenizer.get_vocab_size() <= SIZES["vocab_size"]
-    tokenizer.save(str(directory / "tokenizer.json"))
 
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory: pytest.TempPathFactory):
     """(directory, Hugging Face model) of a tiny random GPT-2."""
-    directory = tmp_path_factory.mktemp("tiny_gpt2")
-    torch.manual_seed(0)
     # A wider init than GPT-2's 0.02, so the heads do not all attend uniformly.
-    config = transformers.GPT2Config(**SIZES, initializer_range=0.3, attn_implementation="eager")
-    model = transformers.GPT2LMHeadModel(config).eval()
-    model.save_pretrained(directory)
-    write_tokenizer(directory)
-    return directory, model
+    model = hf_model(initializer_range=0.3, attn_implementation="eager", **SIZES)
+    return write_checkpoint(tmp_path_factory.mktemp("tiny_gpt2"), model), model
 
 
 @pytest.fixture(scope="module")
