@@ -3,10 +3,11 @@
 from max.graph.weights import WeightsFormat
 from max.pipelines.context import TextContext
 from max.pipelines.kv_cache.memory_planner import PagedMemoryPlanner
-from max.pipelines.lib import SupportedArchitecture, TextTokenizer
+from max.pipelines.lib import SupportedArchitecture
 from max.pipelines.modeling.types import PipelineTask
 
 from .model import GPT2BatchProcessor, GPT2PipelineModel, GPT2ServingConfig, convert_safetensors
+from .tokenizer import GPT2Tokenizer
 
 gpt2_arch = SupportedArchitecture(
     # Must equal config.json's "architectures"[0] for GPT-2 checkpoints.
@@ -15,7 +16,7 @@ gpt2_arch = SupportedArchitecture(
     default_encoding=GPT2ServingConfig.DEFAULT_ENCODING,
     supported_encodings=GPT2ServingConfig.SUPPORTED_ENCODINGS,
     pipeline_model=GPT2PipelineModel,
-    tokenizer=TextTokenizer,
+    tokenizer=GPT2Tokenizer,  # MAX's, plus OpenAI's checks on max_tokens
     context_type=TextContext,
     default_weights_format=WeightsFormat.safetensors,
     multi_gpu_supported=False,

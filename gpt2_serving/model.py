@@ -113,6 +113,7 @@ def convert_safetensors(state_dict: dict[str, Weights], **unused: Any) -> dict[s
     }
 
 
+# ANCHOR: served
 class ServedGPT2(PagedGPT2LMHeadModel):
     """The compiled entry point: MAX passes the KV cache as a flat list of
     buffers after the batch inputs; rebuild the cache object from them."""
@@ -130,6 +131,9 @@ class ServedGPT2(PagedGPT2LMHeadModel):
             tokens, input_row_offsets, cache_lengths, kv_collection, self.kv_params
         )
         return ModuleV3Outputs(next_token_logits=logits)
+
+
+# ANCHOR_END: served
 
 
 class GPT2PipelineModel(ModuleV3PipelineModelWithKVCache[TextContext]):

@@ -64,6 +64,7 @@ def cache_shape(config: GPT2Config) -> CacheShape:
     )
 
 
+# ANCHOR: positions
 def ragged_positions(input_row_offsets: Tensor, cache_lengths: Tensor, num_tokens) -> Tensor:
     """The position of every token of a ragged batch: [total_tokens] int64.
 
@@ -83,12 +84,16 @@ def ragged_positions(input_row_offsets: Tensor, cache_lengths: Tensor, num_token
     return F.squeeze(token_index, 1) + F.sum(belongs * shift, axis=-1).reshape([-1])
 
 
+# ANCHOR_END: positions
+
+
 def last_token_rows(hidden_states: Tensor, input_row_offsets: Tensor) -> Tensor:
     """Each request's last row: only its next token is sampled. [batch, n_embd]."""
     last = F.cast(input_row_offsets[1:], DType.int64) - 1
     return F.gather(hidden_states, last, axis=0)
 
 
+# ANCHOR: attention
 class PagedAttention(GPT2MultiHeadAttention):
     """GPT-2 attention over a ragged batch, with keys and values in MAX's paged cache."""
 
@@ -112,6 +117,9 @@ class PagedAttention(GPT2MultiHeadAttention):
             scale=1 / math.sqrt(self.head_dim),
         )
         return self.c_proj(attn_output.reshape([-1, self.embed_dim]))
+
+
+# ANCHOR_END: attention
 
 
 class PagedBlock(GPT2Block):

@@ -52,6 +52,7 @@ def cache_shape(config: GPT2Config) -> CacheShape:
     # END TODO
 
 
+# ANCHOR: positions
 def ragged_positions(input_row_offsets: Tensor, cache_lengths: Tensor, num_tokens) -> Tensor:
     """The position of every token of a ragged batch: [total_tokens] int64.
 
@@ -75,6 +76,9 @@ def ragged_positions(input_row_offsets: Tensor, cache_lengths: Tensor, num_token
     # END TODO
 
 
+# ANCHOR_END: positions
+
+
 def last_token_rows(hidden_states: Tensor, input_row_offsets: Tensor) -> Tensor:
     """Each request's last row: only its next token is sampled. [batch, n_embd]."""
     # TODO: the row index of each request's last token, then gather those rows.
@@ -84,6 +88,7 @@ def last_token_rows(hidden_states: Tensor, input_row_offsets: Tensor) -> Tensor:
     # END TODO
 
 
+# ANCHOR: attention
 class PagedAttention(GPT2MultiHeadAttention):
     """GPT-2 attention over a ragged batch, with keys and values in MAX's paged cache."""
 
@@ -102,6 +107,9 @@ class PagedAttention(GPT2MultiHeadAttention):
         attn_output = None
         # END TODO
         return self.c_proj(attn_output.reshape([-1, self.embed_dim]))
+
+
+# ANCHOR_END: attention
 
 
 class PagedBlock(GPT2Block):

@@ -96,7 +96,7 @@ class Server:
         )
 
     def wait_ready(self) -> str:
-        """Read tools.serve's output until it says Ready (bounded in time)."""
+        """Read tools.serve's output to the end of its ready banner (bounded in time)."""
         deadline = time.monotonic() + STARTUP_SECONDS
         seen = []
         os.set_blocking(self.process.stdout.fileno(), False)
@@ -104,7 +104,7 @@ class Server:
             line = self.process.stdout.readline()
             if line:
                 seen.append(line)
-                if line.startswith("Ready"):
+                if line.startswith("Ctrl-C stops the server"):  # the banner's last line
                     return "".join(seen)
                 continue
             if self.process.poll() is not None:

@@ -22,6 +22,11 @@ CONFIG = small_config(n_layer=2, n_positions=32)
 L, H, E = CONFIG.n_layer, CONFIG.n_head, CONFIG.n_embd
 D = E // H
 KV_PARAMS = object()  # what MAX would pass: the learner hands it on untouched
+# MAX's server passes row offsets and cache lengths as uint32. The eager
+# interpreter the checker runs on has no precompiled uint32 kernels (each
+# would compile on first use), so the checker passes int64: the learner's
+# casts to int64 are then no-ops, and the same code runs under both.
+INDEX = np.int64
 
 
 class FakePagedCache:
@@ -32,11 +37,11 @@ class FakePagedCache:
     def __init__(self) -> None:
         self.keys: dict[tuple[int, int], np.ndarray] = {}  # (layer, request) -> [len, H, D]
         self.values: dict[tuple[int, int], np.ndarray] = {}
-        self.cache_lengths = np.zeros(0, np.uint32)
+        self.cache_lengths = np.zeros(0, INDEX)
 
     def begin(self, cache_lengths: list[int]) -> None:
         """A new batch: cache_lengths[b] of request b's tokens are cached."""
-        self.cache_lengths = np.asarray(cache_lengths, np.uint32)
+        self.cache_lengths = np.asarray(cache_lengths, INDEX)
         self.stored = {"keys": set(), "values": set()}
 
     def _rows(self, what: str, x, offsets, layer_idx, store: dict) -> None:
@@ -143,7 +148,7 @@ def with_fake_cache(ctx: Context) -> FakePagedCache:
 
 def run_batch(ctx: Context, module, cache: FakePagedCache, requests, cached: list[int]):
     """One forward over a ragged batch: requests = each request's new tokens."""
-    offsets = np.cumsum([0] + [len(r) for r in requests]).astype(np.uint32)
+    offsets = np.cumsum([0] + [len(r) for r in requests]).astype(INDEX)
     cache.begin(cached)
     tokens = np.concatenate([np.asarray(r, np.int64) for r in requests])
     return ctx.call(
@@ -193,8 +198,8 @@ CACHED = [0, 7, 2]  # ... after 0, 7 and 2 cached tokens
 
 def positions_are_ragged(ctx: Context) -> None:
     fn = ctx.get("ragged_positions")
-    offsets = np.asarray(OFFSETS, np.uint32)
-    cached = np.asarray(CACHED, np.uint32)
+    offsets = np.asarray(OFFSETS, INDEX)
+    cached = np.asarray(CACHED, INDEX)
     got = ctx.call("ragged_positions", fn, tensor(offsets), tensor(cached), int(offsets[-1]))
     within = np.concatenate([np.arange(b - a) for a, b in zip(OFFSETS, OFFSETS[1:], strict=False)])
     lengths = np.diff(OFFSETS)
@@ -217,7 +222,7 @@ def positions_are_ragged(ctx: Context) -> None:
 def last_rows_are_each_requests_last(ctx: Context) -> None:
     fn = ctx.get("last_token_rows")
     hidden = ctx.normal(OFFSETS[-1], 5)
-    got = ctx.call("last_token_rows", fn, tensor(hidden), tensor(np.asarray(OFFSETS, np.uint32)))
+    got = ctx.call("last_token_rows", fn, tensor(hidden), tensor(np.asarray(OFFSETS, INDEX)))
     ends = np.asarray(OFFSETS[1:])
     expect_close(
         got,
