@@ -160,10 +160,11 @@ def client(server):
     )
 
 
-def complete(client, prompt: str, max_tokens: int, **extra) -> str:
+def greedy(client, prompt: str, max_tokens: int, **extra):
+    """A greedy completion request; the response (or the stream)."""
     # ignore_eos: the tiny checkpoint's end-of-text token is id 0, which
     # tools.generate and transformers' generate (below) do not stop at either.
-    response = client.completions.create(
+    return client.completions.create(
         model=SERVED_NAME,
         prompt=prompt,
         max_tokens=max_tokens,
@@ -171,7 +172,10 @@ def complete(client, prompt: str, max_tokens: int, **extra) -> str:
         extra_body={"ignore_eos": True},
         **extra,
     )
-    return response.choices[0].text
+
+
+def complete(client, prompt: str, max_tokens: int) -> str:
+    return greedy(client, prompt, max_tokens).choices[0].text
 
 
 def transformers_greedy(checkpoint, prompt: str, max_tokens: int) -> str:
@@ -214,13 +218,14 @@ def test_greedy_completion_is_generate_and_transformers(server, client, checkpoi
     served = complete(client, PROMPT, 8)
     assert served == transformers_greedy(checkpoint, PROMPT, 8).rstrip("\ufffd")
     generated = subprocess.run(
-        [sys.executable, "-m", "tools.generate", "--weights", str(directory)]
+        # --eager: the reference model of steps 13-14, no multi-minute compile.
+        [sys.executable, "-m", "tools.generate", "--weights", str(directory), "--eager"]
         + ["--prompt", PROMPT, "--max-new-tokens", "8", "--greedy"],
         cwd=REPO,
         env=max_runtime.child_env(),
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=900,
     )
     assert generated.returncode == 0, generated.stderr
     assert PROMPT + served == generated.stdout.rstrip("\n")
@@ -228,14 +233,7 @@ def test_greedy_completion_is_generate_and_transformers(server, client, checkpoi
 
 def test_streamed_chunks_concatenate_to_the_completion(client) -> None:
     whole = complete(client, PROMPT, 10)
-    chunks = client.completions.create(
-        model=SERVED_NAME,
-        prompt=PROMPT,
-        max_tokens=10,
-        temperature=0,
-        stream=True,
-        extra_body={"ignore_eos": True},
-    )
+    chunks = greedy(client, PROMPT, 10, stream=True)
     pieces = [chunk.choices[0].text for chunk in chunks if chunk.choices]
     assert len([p for p in pieces if p]) > 1  # really streamed, not one blob
     assert "".join(pieces) == whole
@@ -288,15 +286,7 @@ RSS_GROWTH_BYTES = 256 * 2**20  # the server's whole process tree
 
 def test_bounded_load_all_answered_memory_flat(server, client) -> None:
     def one(index: int) -> int:
-        prompt, n = PROMPTS[index % len(PROMPTS)]
-        response = client.completions.create(
-            model=SERVED_NAME,
-            prompt=prompt,
-            max_tokens=n,
-            temperature=0,
-            extra_body={"ignore_eos": True},
-        )
-        return response.usage.completion_tokens
+        return greedy(client, *PROMPTS[index % len(PROMPTS)]).usage.completion_tokens
 
     list(map(one, range(LOAD_CONCURRENCY)))  # warm: allocations that stay
     before = family_rss(server.process.pid)

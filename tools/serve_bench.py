@@ -73,7 +73,7 @@ def post_json(url: str, body: dict, timeout: float = 120) -> dict:
 
 
 def stream_times(base_url: str, prompt: str, max_tokens: int) -> list[float]:
-    """Stream one greedy completion; the arrival time of every token chunk."""
+    """Stream one greedy completion; the arrival time of every text chunk."""
     body = {
         "model": SERVED_NAME,
         "prompt": prompt,
@@ -107,8 +107,12 @@ def measure(base_url: str, concurrency: int, requests: int, max_tokens: int) -> 
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         runs = list(pool.map(lambda p: stream_times(base_url, p, max_tokens), jobs))
     seconds = time.perf_counter() - started
-    tokens = sum(len(r) for r in runs)
-    gaps = [b - a for r in runs for a, b in zip(r, r[1:], strict=False)]
+    # ignore_eos: every request generates exactly max_tokens tokens. Chunks
+    # are not tokens (a chunk may carry several, or none while a character's
+    # bytes are incomplete), so inter-token latency is each request's time
+    # from its first to its last chunk over the tokens in between.
+    tokens = requests * max_tokens
+    gaps = [(r[-1] - r[0]) / (max_tokens - 1) for r in runs if len(r) > 1 and max_tokens > 1]
     return {
         "concurrency": concurrency,
         "requests": requests,
@@ -213,9 +217,7 @@ def run(args: argparse.Namespace) -> dict:
         if directory is None:
             from tests.fixtures import hf_model, write_checkpoint
 
-            directory = write_checkpoint(
-                Path(scratch) / "gpt2", hf_model(initializer_range=0.2, n_positions=128)
-            )
+            directory = write_checkpoint(Path(scratch) / "gpt2", hf_model(initializer_range=0.2))
         port = free_port()
         serve_args = argparse.Namespace(
             host="127.0.0.1", port=port, max_batch_size=16, device=args.device
@@ -229,7 +231,7 @@ def run(args: argparse.Namespace) -> dict:
                 session = record_session(base_url, log_path.read_text())
                 stream_times(base_url, PROMPTS[0], 4)  # warm-up
                 serving = [
-                    measure(base_url, c, max(args.requests, c), args.max_tokens)
+                    measure(base_url, c, max(args.requests, 4 * c), args.max_tokens)
                     for c in CONCURRENCY
                 ]
             finally:
@@ -252,7 +254,9 @@ def main(argv: list[str] | None = None) -> int:
         "--weights", type=Path, help="a local checkpoint (default: a small local GPT-2)"
     )
     parser.add_argument("--device", choices=["cpu", "gpu"], default=None)
-    parser.add_argument("--requests", type=int, default=32, help="requests per concurrency level")
+    parser.add_argument(
+        "--requests", type=int, default=32, help="requests per level (at least 4 x concurrency)"
+    )
     parser.add_argument("--max-tokens", type=int, default=32, help="tokens per completion")
     parser.add_argument("--peer-repeats", type=int, default=4, help="transformers generate runs")
     parser.add_argument("--startup-timeout", type=float, default=1800)
