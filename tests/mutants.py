@@ -625,7 +625,7 @@ MUTANTS: dict[int, list[Mutant]] = {
         m(
             "positions ignore the cache",
             "shift = cache_lengths - starts",
-            "shift = -starts",
+            "shift = 0 * cache_lengths - starts",
             "add cache_lengths",
         ),
         m(
