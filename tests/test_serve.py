@@ -311,3 +311,28 @@ def test_sigterm_stops_the_server_and_every_worker(server) -> None:
     assert not alive, f"left behind: {alive}"
     with pytest.raises(OSError):
         urllib.request.urlopen(server.base_url + "/health", timeout=5)
+
+
+def serve_cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tools.serve", *args],
+        cwd=REPO,
+        env=max_runtime.child_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_offline_without_weights_says_what_to_do(tmp_path: Path) -> None:
+    result = serve_cli(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "empty-hf-home"))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "--weights DIR" in result.stderr and "offline" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_port_is_a_usage_error() -> None:
+    result = serve_cli("--port", "70000")
+    assert result.returncode == 2
+    assert "--port must be between 1 and 65535" in result.stderr
+    assert "Traceback" not in result.stderr
