@@ -47,6 +47,7 @@ KNOWN_TASKS = {
     "hint": "test_learner_loop_tasks_run_tools_learn",
     "reset": "test_learner_loop_tasks_run_tools_learn",
     "doctor": "test_learner_loop_tasks_run_tools_learn",
+    "serve": "test_serve_task_rejects_a_missing_checkpoint",
 }
 
 
@@ -86,15 +87,22 @@ def tasks() -> dict[str, tuple[str, str]]:
     return found
 
 
+def with_extras(name: str, extras) -> str:
+    """`max` + ["serve"] -> "max[serve]": a pin with extras is a different pin."""
+    return f"{name}[{','.join(sorted(extras))}]" if extras else name
+
+
 def pins(requirements: list[str]) -> dict[str, str]:
-    """PEP 508 requirements as pixi's {name: specifier} table."""
+    """PEP 508 requirements as pixi's {name[extras]: specifier} table."""
     parsed = [Requirement(text) for text in requirements]
-    return {req.name: str(req.specifier) for req in parsed}
+    return {with_extras(req.name, req.extras): str(req.specifier) for req in parsed}
 
 
 def pixi_pins(table: dict) -> dict[str, str]:
     return {
-        name: str(SpecifierSet(spec if isinstance(spec, str) else spec["version"]))
+        with_extras(name, [] if isinstance(spec, str) else spec.get("extras", [])): str(
+            SpecifierSet(spec if isinstance(spec, str) else spec["version"])
+        )
         for name, spec in table.items()
     }
 
@@ -162,6 +170,11 @@ def test_test_feature_has_pyprojects_test_extra() -> None:
     assert pixi_pins(feature("test")["pypi-dependencies"]) == expected
 
 
+def test_serve_feature_has_pyprojects_serve_extra() -> None:
+    expected = pins(pyproject()["project"]["optional-dependencies"]["serve"])
+    assert pixi_pins(feature("serve")["pypi-dependencies"]) == expected
+
+
 def test_docs_feature_pins_mdbook_like_the_test_extra() -> None:
     test_extra = pins(pyproject()["project"]["optional-dependencies"]["test"])
     docs = pixi_pins(feature("docs")["pypi-dependencies"])
@@ -194,7 +207,8 @@ def test_tasks_live_where_pixi_run_finds_them() -> None:
     owners = {name: owner for name, (owner, _) in tasks().items()}
     assert owners["test"] == owners["bench"] == "test"  # both need torch and transformers
     assert owners["book"] == owners["build-book"] == "docs"
-    others = set(owners) - {"test", "bench", "book", "build-book"}
+    assert owners["serve"] == "serve"  # needs max[serve]
+    others = set(owners) - {"test", "bench", "book", "build-book", "serve"}
     assert {owners[name] for name in others} == {"default"}
 
 
@@ -265,3 +279,13 @@ def test_bench_task_runs_the_benchmark() -> None:
     result = run_task("bench", "--help")
     assert result.returncode == 0, explain(result)
     assert "transformers" in result.stdout
+
+
+def test_serve_task_rejects_a_missing_checkpoint(tmp_path: Path) -> None:
+    """Serving takes minutes (tests/test_serve.py starts it); the task must be
+    the module and reject a directory that is not a checkpoint, cleanly."""
+    assert tasks()["serve"][1] == "python -m tools.serve"
+    result = run_task("serve", "--weights", str(tmp_path / "missing"))
+    assert result.returncode == 1, explain(result)
+    assert "not a checkpoint directory" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,226 @@
+"""Serve the GPT-2 you built with `max serve`: `pixi run serve`.
+
+Starts MAX's OpenAI-compatible server with this repository's GPT-2
+architecture (the gpt2_serving package: step 18's paged-cache model), waits
+until it answers, prints how to query it, and stops it (and every process it
+started) on Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+
+from tools import max_runtime
+from tools.generate import DEFAULT_MODEL, Failure, UsageError, checkpoint_directory
+
+REPO = Path(__file__).resolve().parents[1]
+SERVED_NAME = "gpt2"  # the `model` field clients send
+STOP_SECONDS = 20  # a graceful stop gets this long before SIGKILL
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.serve", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--weights", type=Path, help="a local checkpoint directory (fully offline)")
+    parser.add_argument(
+        "--model", default=DEFAULT_MODEL, help=f"Hugging Face model id (default {DEFAULT_MODEL})"
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
+    parser.add_argument(
+        "--device",
+        choices=["cpu", "gpu"],
+        default=None,
+        help="where the model runs (default: a GPU when there is one, else the CPU)",
+    )
+    parser.add_argument(
+        "--max-batch-size",
+        type=int,
+        default=16,
+        help="requests decoded together in one batch (default 16)",
+    )
+    parser.add_argument(
+        "--startup-timeout",
+        type=float,
+        default=1200,
+        help="seconds to wait for the server to load and compile (default 1200)",
+    )
+    parser.add_argument(
+        "--quiet", action="store_true", help="send MAX's own log to --log instead of the terminal"
+    )
+    parser.add_argument("--log", type=Path, help="write MAX's log to this file")
+    args = parser.parse_args(argv)
+    if not 0 < args.port < 65536:
+        raise UsageError(f"--port must be between 1 and 65535, not {args.port}.")
+    if args.max_batch_size < 1:
+        raise UsageError(f"--max-batch-size must be at least 1, not {args.max_batch_size}.")
+    return args
+
+
+def model_directory(args: argparse.Namespace) -> Path:
+    """A local checkpoint directory: --weights, or the hub model (cached or downloaded)."""
+    if args.weights is not None and not (args.weights / "config.json").is_file():
+        raise Failure(
+            f"--weights {args.weights}: not a checkpoint directory (it needs config.json, "
+            "model.safetensors and tokenizer.json, as save_pretrained writes them)."
+        )
+    return checkpoint_directory(args)
+
+
+def max_serve_command(args: argparse.Namespace, directory: Path) -> list[str]:
+    command = [
+        sys.executable,
+        "-m",
+        "max._entrypoints.pipelines",
+        "serve",
+        "--custom-architectures",
+        f"{REPO}:gpt2_serving",
+        "--model",
+        str(directory),
+        "--served-model-name",
+        SERVED_NAME,
+        "--host",
+        args.host,
+        "--port",
+        str(args.port),
+        "--max-batch-size",
+        str(args.max_batch_size),
+    ]
+    if args.device:
+        command += ["--devices", args.device]
+    return command
+
+
+def server_env() -> dict[str, str]:
+    # The model directory is local: MAX must not reach for the hub, nor send
+    # telemetry, nor bind a second (metrics) port.
+    return max_runtime.child_env(
+        HF_HUB_OFFLINE="1",
+        MAX_SERVE_DISABLE_TELEMETRY="1",
+        MAX_SERVE_METRIC_RECORDING_METHOD="NOOP",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    )
+
+
+def start(command: list[str], log) -> subprocess.Popen:
+    """`max serve` in a process group of its own, so stop() reaches every worker."""
+    return subprocess.Popen(
+        command,
+        cwd=REPO,
+        env=server_env(),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def stop(server: subprocess.Popen, seconds: float = STOP_SECONDS) -> None:
+    """SIGTERM the server's process group, then SIGKILL whatever is left."""
+    import psutil
+
+    try:
+        family = [psutil.Process(server.pid), *psutil.Process(server.pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        family = []
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(server.pid, sig)
+        except ProcessLookupError:
+            pass
+        for process in family:  # a worker that left the group
+            try:
+                process.send_signal(sig)
+            except psutil.NoSuchProcess:
+                pass
+        _, alive = psutil.wait_procs(family, timeout=seconds)
+        if not alive:
+            break
+    server.wait(timeout=seconds)
+
+
+def wait_ready(server: subprocess.Popen, base_url: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise Failure(f"max serve exited with status {server.returncode} before it was ready.")
+        try:
+            with urllib.request.urlopen(f"{base_url}/health", timeout=5) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(1)
+    raise Failure(f"max serve did not answer {base_url}/health within {timeout:.0f} s.")
+
+
+def usage(base_url: str) -> str:
+    body = json.dumps(
+        {
+            "model": SERVED_NAME,
+            "prompt": "The meaning of life is",
+            "max_tokens": 20,
+            "temperature": 0,
+        }
+    )
+    return f"""
+Ready: GPT-2 answers at {base_url}/v1 (OpenAI-compatible). Try:
+
+  curl -s {base_url}/v1/completions -H 'Content-Type: application/json' \\
+    -d '{body}'
+
+  python -c "from openai import OpenAI; c = OpenAI(base_url='{base_url}/v1', api_key='none'); \\
+print(c.completions.create(model='{SERVED_NAME}', prompt='The meaning of life is', max_tokens=20, temperature=0).choices[0].text)"
+
+Ctrl-C stops the server.
+"""
+
+
+def run(args: argparse.Namespace) -> None:
+    directory = model_directory(args)
+    base_url = f"http://{args.host}:{args.port}"
+    log = open(args.log, "w") if args.log else (subprocess.DEVNULL if args.quiet else None)
+    print(f"Starting max serve with {directory} (loading and compiling: minutes the first time)...")
+    server = start(max_serve_command(args, directory), log)
+
+    def terminate(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, terminate)
+    try:
+        wait_ready(server, base_url, args.startup_timeout)
+        print(usage(base_url), flush=True)
+        server.wait()
+        raise Failure(f"max serve exited with status {server.returncode}.")
+    finally:
+        stop(server)
+        print("Server stopped.", flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    max_runtime.prepare()
+    try:
+        run(parse_args(argv))
+    except UsageError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except Failure as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
