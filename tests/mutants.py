@@ -475,6 +475,25 @@ MUTANTS: dict[int, list[Mutant]] = {
         ),
         m("no context crop", "token_ids[-context_length:]", "token_ids", "context window"),
         m("yields whole text", "yield text[len(shown) :]", "yield text", "several pieces"),
+        m("chosen token never appended", "token_ids.append(next_id)", "pass", "append each chosen"),
+        m(
+            "k-th largest from the wrong end",
+            "np.partition(logits, -top_k)[-top_k]",
+            "np.partition(logits, top_k)[-top_k]",
+            "wrong end",
+        ),
+        m(
+            "k-th largest at the wrong index",
+            "np.partition(logits, -top_k)[-top_k]",
+            "np.partition(logits, -top_k)[top_k]",
+            "wrong end",
+        ),
+        m(
+            "softmax without the max shift",
+            "np.exp(logits - logits.max())",
+            "np.exp(logits)",
+            "subtract the max",
+        ),
     ],
     15: [
         m(
