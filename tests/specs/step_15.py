@@ -407,6 +407,48 @@ def mismatch_is_reported(ctx: Context) -> None:
         )
 
 
+# -- the given code: load_config and load_pretrained ---------------------------
+
+# Unlike CONFIG in every field load_config reads, so a config.json ignored or
+# read wrongly shows in the logits.
+OTHER = small_config(
+    vocab_size=89, n_positions=12, n_embd=32, n_layer=1, n_head=2, layer_norm_epsilon=1e-4
+)
+
+
+def load_pretrained_works(ctx: Context) -> None:
+    """The functions the file gives (it did not ask for them) still work: a
+    checkpoint directory becomes a model of its config.json's size, with its
+    weights, and a directory without a config.json is refused by name."""
+    w = tied_lm_weights(ctx, OTHER)
+    tensors = hugging_face(w, prefix=False, head=False, buffers=True)
+    ids = ctx.token_ids(OTHER.vocab_size, BATCH, 5)
+    with tempfile.TemporaryDirectory() as folder:
+        directory = write_checkpoint(Path(folder), OTHER, tensors)
+        model = ctx.call("load_pretrained(directory)", ctx.get("load_pretrained"), directory)
+        (directory / "config.json").unlink()
+        message = checkpoint_error(
+            ctx,
+            "load_config(<a directory without config.json>)",
+            lambda: ctx.get("load_config")(directory),
+            "load_config is given: compare your copy with the skeleton's.",
+        )
+    out = ctx.call("model(input_ids)", model, tensor(ids))
+    want = ref.lm_logits(w, ids, OTHER.n_layer, OTHER.n_head, OTHER.layer_norm_epsilon)
+    expect_close(
+        out,
+        want,
+        "logits of load_pretrained(<checkpoint of another size>)",
+        hint="load_pretrained and load_config are given: compare them with the skeleton's.",
+    )
+    if message is None or "config.json" not in message:
+        raise Fail(
+            f"load_config on a directory without config.json raised {message!r}, which does "
+            "not name config.json.",
+            "load_config is given: compare it with the skeleton's.",
+        )
+
+
 STEP = Step(
     number=15,
     title="Loading pretrained weights",
@@ -433,5 +475,9 @@ STEP = Step(
         Check("check_against names an extra tensor", names_an_extra_tensor),
         Check("logits after load_into match GPT-2's, for each layout", logits_match),
         Check("a checkpoint that does not fit its config.json is refused", mismatch_is_reported),
+        Check(
+            "load_pretrained builds a model from a checkpoint's config.json",
+            load_pretrained_works,
+        ),
     ],
 )
