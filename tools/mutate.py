@@ -31,6 +31,7 @@ import ast
 import dataclasses
 import difflib
 import hashlib
+import itertools
 import sys
 import tempfile
 import threading
@@ -303,29 +304,35 @@ def run(
 
     queue = list(reversed(todo))
     killed: dict[Mutant, bool] = {}
+    errors: list[BaseException] = []
     lock = threading.Lock()
+    numbers = itertools.count()
     scratch = tempfile.TemporaryDirectory(prefix="mutants-")
 
+    def check(worker: Worker, mutant: Mutant) -> bool:
+        # A folder per mutant: a reused path could meet a stale .pyc.
+        folder = Path(scratch.name) / f"{next(numbers):05d}"
+        folder.mkdir()
+        path = folder / f"step_{mutant.step:02d}.py"
+        path.write_text(mutant.source, encoding="utf-8")
+        _, outcomes = worker.run_step(mutant.step, path)
+        return any(o.status == "fail" for o in outcomes)
+
     def work() -> None:
-        with Worker(quiet=True) as worker:
-            while True:
-                with lock:
-                    if not queue:
-                        return
-                    mutant = queue.pop()
-                    index = len(killed) + len(queue)
-                # A folder per mutant: a reused path could meet a stale .pyc.
-                folder = (
-                    Path(scratch.name) / f"{mutant.step:02d}-{index:05d}-{threading.get_ident()}"
-                )
-                folder.mkdir()
-                path = folder / f"step_{mutant.step:02d}.py"
-                path.write_text(mutant.source, encoding="utf-8")
-                _, outcomes = worker.run_step(mutant.step, path)
-                caught = any(o.status == "fail" for o in outcomes)
-                with lock:
-                    killed[mutant] = caught
-                    progress(mutant, caught)
+        try:
+            with Worker(quiet=True) as worker:
+                while True:
+                    with lock:
+                        if not queue or errors:
+                            return
+                        mutant = queue.pop()
+                    caught = check(worker, mutant)
+                    with lock:
+                        killed[mutant] = caught
+                        progress(mutant, caught)
+        except BaseException as error:  # reported by the main thread
+            with lock:
+                errors.append(error)
 
     with scratch:
         threads = [threading.Thread(target=work) for _ in range(max(1, jobs))]
@@ -333,6 +340,8 @@ def run(
             thread.start()
         for thread in threads:
             thread.join()
+    if errors:
+        raise errors[0]
     return killed
 
 
