@@ -13,8 +13,10 @@ notice about MAX's kernel cache (tools/book_outputs.py puts it in the book).
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import importlib
 import os
+import queue
 import re
 import sys
 import time
@@ -98,19 +100,39 @@ def check_one(
 
 
 def check_all(solutions: bool, worker: Worker) -> bool:
-    """Every step in one worker process (a fresh one after a step crashes it)."""
-    results = {}
-    for number in available_steps():
+    """Every step, in CHECK_JOBS worker processes at once (default: one per
+    core, at most 2), each step alone in its worker while it runs (a fresh
+    worker after a step crashes one); lines print in step order."""
+    numbers = available_steps()
+    jobs = max(1, int(os.environ.get("CHECK_JOBS", min(2, os.cpu_count() or 1))))
+    workers = [worker] + [Worker(quiet=True) for _ in range(jobs - 1)]
+    idle: queue.Queue[Worker] = queue.Queue()
+    for each in workers:
+        idle.put(each)
+
+    def run(number: int) -> bool:
         path = step_file(number, solutions)
-        titles: list[str] = []
-        ok = False
-        if path.is_file():
-            _, outcomes = worker.run_step(number, path, on_title=titles.append)
-            ok = report.passed(outcomes)
-        results[number] = ok
-        mark = report.ICONS["pass"] if ok else report.ICONS["fail"]
-        title = titles[0] if titles else spec_title(number)
-        print(f"{mark} step {number:02d}  {title}", flush=True)
+        if not path.is_file():
+            return False
+        mine = idle.get()
+        try:
+            _, outcomes = mine.run_step(number, path)
+        finally:
+            idle.put(mine)
+        return report.passed(outcomes)
+
+    results = {}
+    pool = concurrent.futures.ThreadPoolExecutor(jobs)
+    try:
+        futures = {number: pool.submit(run, number) for number in numbers}
+        for number, future in futures.items():
+            results[number] = ok = future.result()
+            mark = report.ICONS["pass"] if ok else report.ICONS["fail"]
+            print(f"{mark} step {number:02d}  {spec_title(number)}", flush=True)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)  # Ctrl-C: do not wait for the rest
+        for extra in workers[1:]:
+            extra.stop()
     done = sum(results.values())
     print(f"\nProgress {report.progress_bar(done, len(results))}")
     failing = [n for n, ok in results.items() if not ok]

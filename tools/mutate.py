@@ -296,8 +296,33 @@ class StepResult:
         return self.killed + self.equivalent + len(self.survivors)
 
 
+class SolutionFails(Exception):
+    pass
+
+
+def time_limit(number: int) -> float:
+    """Seconds per check for this step's mutants: what the checker allows
+    (LIMIT_FACTOR times the usual time, at least LIMIT_FLOOR), with the usual
+    time measured now, on the solution, on this machine as loaded as it is.
+    A mutant that runs longer is killed: the checker would stop it too."""
+    from tests.check import step_file
+    from tests.checker.engine import LIMIT_FACTOR, LIMIT_FLOOR
+    from tests.checker.isolate import Worker
+
+    with Worker(quiet=True) as worker:
+        _, outcomes = worker.run_step(number, step_file(number, True))
+        failed = [o for o in outcomes if o.status != "pass"]
+        if failed:
+            raise SolutionFails(
+                f"solutions/solution_{number:02d}.py fails its own checker "
+                f"({failed[0].name}: {failed[0].message})"
+            )
+        slowest = max(worker.durations.values(), default=0.0)
+    return max(LIMIT_FLOOR, LIMIT_FACTOR * slowest)
+
+
 def run(
-    todo: list[Mutant], jobs: int, progress: Callable[[Mutant, bool], None]
+    todo: list[Mutant], jobs: int, progress: Callable[[Mutant, bool], None], limit: float
 ) -> dict[Mutant, bool]:
     """Check every mutant in `jobs` worker processes: {mutant: killed}."""
     from tests.checker.isolate import Worker
@@ -315,7 +340,7 @@ def run(
         folder.mkdir()
         path = folder / f"step_{mutant.step:02d}.py"
         path.write_text(mutant.source, encoding="utf-8")
-        _, outcomes = worker.run_step(mutant.step, path)
+        _, outcomes = worker.run_step(mutant.step, path, limit=limit)
         return any(o.status == "fail" for o in outcomes)
 
     def work() -> None:
@@ -376,8 +401,9 @@ def mutate_steps(numbers: list[int], count: int | None, jobs: int) -> list[StepR
         todo = found if count is None else sample(found, count)
         result = StepResult(number)
         started = time.perf_counter()
+        limit = time_limit(number)
         progress = Progress(f"step {number:02d}", len(todo), tty)
-        for mutant, caught in run(todo, jobs, progress).items():
+        for mutant, caught in run(todo, jobs, progress, limit).items():
             if caught:
                 result.killed += 1
             elif (number, mutant.key) in equivalents:
@@ -452,6 +478,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     try:
         results = mutate_steps(numbers, args.sample, args.jobs)
+    except SolutionFails as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("\nInterrupted.")
         return 130

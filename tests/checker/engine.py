@@ -214,14 +214,19 @@ def kernel_cache_is_cold() -> bool:
 
 
 def run_step(
-    step: Step, path: Path, on_check: Callable[[str], None] | None = None
+    step: Step,
+    path: Path,
+    on_check: Callable[[str], None] | None = None,
+    limit: float | None = None,
 ) -> list[Outcome]:
     """Run every check of `step` against `path`; stop at the first failure.
 
     `on_check(name)` is called as each check (and the import) begins: a
-    parent process watching this one knows which check a crash happened in."""
+    parent process watching this one knows which check a crash happened in.
+    `limit`: seconds per check instead of time_limit_for(step)."""
     outcomes: list[Outcome] = []
     started = on_check or (lambda name: None)
+    limit = limit or time_limit_for(step)
 
     def skip_rest(start: int) -> list[Outcome]:
         return outcomes + [Outcome(c.name, "skip") for c in step.checks[start:]]
@@ -260,7 +265,7 @@ def run_step(
 
     started("the file imports")
     try:
-        with time_limit(time_limit_for(step)):
+        with time_limit(limit):
             module = import_file(path)
     except LearnerImportError as error:
         outcomes.append(Outcome("the file imports", "fail", f"importing it raised {error}"))
@@ -280,12 +285,12 @@ def run_step(
         # MAX warns (and retries) when an eager op fails; the learner gets
         # the error itself, summarized, from the check.
         warnings.filterwarnings("ignore", category=UserWarning, module=r"max\.")
-        outcomes += run_checks(step, path, module, started)
+        outcomes += run_checks(step, path, module, started, limit)
     return outcomes
 
 
 def run_checks(
-    step: Step, path: Path, module: ModuleType, started: Callable[[str], None]
+    step: Step, path: Path, module: ModuleType, started: Callable[[str], None], limit: float
 ) -> list[Outcome]:
     outcomes: list[Outcome] = []
 
@@ -293,7 +298,6 @@ def run_checks(
         return outcomes + [Outcome(c.name, "skip") for c in step.checks[start:]]
 
     ctx = Context(step, path, module)
-    limit = time_limit_for(step)
     for index, check in enumerate(step.checks):
         started(check.name)
         try:

@@ -74,6 +74,7 @@ def describe_exit(returncode: int) -> str:
             "SIGBUS": "a bus error: native code touched memory it must not",
             "SIGFPE": "an arithmetic fault in native code",
             "SIGKILL": "killed from outside, often for lack of memory",
+            "SIGTERM": "terminated from outside",
         }.get(name, "")
         return f"{name}" + (f", {what}" if what else "")
     return f"exit status {returncode} (sys.exit() or os._exit() in the code?)"
@@ -197,12 +198,18 @@ class Worker:
         return None
 
     def run_step(
-        self, number: int, path: Path, on_title: Callable[[str], None] | None = None
+        self,
+        number: int,
+        path: Path,
+        on_title: Callable[[str], None] | None = None,
+        limit: float | None = None,
     ) -> tuple[str, list[Outcome]]:
         """Run step `number`'s checks on `path` in the worker: (title, outcomes).
-        `on_title(title)` is called as soon as the worker has loaded the step."""
+        `on_title(title)` is called as soon as the worker has loaded the step;
+        `limit` replaces the step's time limit per check."""
         self.ensure_started()
-        self._requests.write(json.dumps({"step": number, "path": str(path)}) + "\n")
+        request = {"step": number, "path": str(path), "limit": limit}
+        self._requests.write(json.dumps(request) + "\n")
         step = self._receive(STARTUP_LIMIT)
         if step is None:
             raise WorkerError(f"the checker's worker stopped ({describe_exit(self.stop())}).")

@@ -10,17 +10,32 @@ here, so whatever it does to this process cannot reach the checker.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
 
 from tools import max_runtime
 
+PR_SET_PDEATHSIG = 1  # prctl(2)
+
+
+def die_with_parent() -> None:
+    """Linux: be killed when the checker is (its own session keeps it out of
+    the terminal's Ctrl-C, so nothing else would end it)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the checker stops it by PID
+        pass
+
 
 def main(requests_fd: int, answers_fd: int) -> None:
+    die_with_parent()
     max_runtime.prepare()
     answers = os.fdopen(answers_fd, "w", buffering=1, encoding="utf-8")
 
@@ -40,15 +55,10 @@ def main(requests_fd: int, answers_fd: int) -> None:
         for line in requests:
             request = json.loads(line)
             step = load_spec(request["step"])
-            send(
-                {
-                    "title": step.title,
-                    "checks": [check.name for check in step.checks],
-                    "limit": time_limit_for(step),
-                }
-            )
+            limit = request.get("limit") or time_limit_for(step)
+            send({"title": step.title, "checks": [c.name for c in step.checks], "limit": limit})
             outcomes = run_step(
-                step, Path(request["path"]), on_check=lambda name: send({"check": name})
+                step, Path(request["path"]), lambda name: send({"check": name}), limit
             )
             send({"outcomes": [dataclasses.asdict(outcome) for outcome in outcomes]})
 
