@@ -489,6 +489,12 @@ MUTANTS: dict[int, list[Mutant]] = {
             "wrong end",
         ),
         m(
+            "top_k not passed on when sampling",
+            "temperature=temperature, top_k=top_k, rng=rng)",
+            "temperature=temperature, rng=rng)",
+            "top_k= and the one rng",
+        ),
+        m(
             "softmax without the max shift",
             "np.exp(logits - logits.max())",
             "np.exp(logits)",

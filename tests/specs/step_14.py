@@ -224,6 +224,31 @@ def sampling_is_seeded(ctx: Context) -> None:
         raise Fail("seeds 0 and 1 gave the same tokens: is the seed used?")
 
 
+def sampling_follows_sample_next_token(ctx: Context) -> None:
+    """Sampled generation = sample_next_token (already checked) drawn on GPT-2's
+    logits of the growing sequence, with the temperature, top_k and one rng
+    made from the seed."""
+    model, w = tiny_model(ctx)
+    prompt, new, options = [1, 2, 3], 5, dict(temperature=2.0, top_k=5)
+    sample = ctx.get("sample_next_token")
+    rng, ids, want = np.random.default_rng(11), list(prompt), []
+    for _ in range(new):
+        logits = ref.lm_logits(
+            w, np.asarray([ids]), CONFIG.n_layer, CONFIG.n_head, CONFIG.layer_norm_epsilon
+        )[0, -1]
+        token = int(ctx.call("sample_next_token(...)", sample, logits, rng=rng, **options))
+        ids.append(token)
+        want.append(token)
+    got = generate(ctx, model, prompt, new, do_sample=True, seed=11, **options)
+    if got != want:
+        raise Fail(
+            f"generate_tokens(..., do_sample=True, temperature=2.0, top_k=5, seed=11) gave "
+            f"{got}; sample_next_token on GPT-2's logits with that seed gives {want}.",
+            "Pass temperature=, top_k= and the one rng (made once from the seed) on to "
+            "sample_next_token for every token.",
+        )
+
+
 def long_prompt_is_cropped(ctx: Context) -> None:
     model, _ = tiny_model(ctx)
     prompt = list(range(CONFIG.n_positions))  # fills the context window
@@ -268,12 +293,16 @@ STEP = Step(
     checks=[
         Check("top_k=1 always picks the most likely token", top_k_one_is_greedy),
         Check("a token outside the top k is never drawn", never_outside_top_k),
-        Check("top-k keeps exactly the k largest of 50,257 logits", top_k_on_gpt2_vocabulary),
         Check("draws follow softmax(logits / temperature)", distribution),
+        Check("top-k keeps exactly the k largest of 50,257 logits", top_k_on_gpt2_vocabulary),
         Check("logits near 1000 do not overflow the softmax", large_logits_do_not_overflow),
         Check("the same seed gives the same draws", reproducible),
         Check("greedy generation matches GPT-2's", greedy_matches_reference),
         Check("sampling is reproducible with a seed", sampling_is_seeded),
+        Check(
+            "sampling passes temperature and top_k on to sample_next_token",
+            sampling_follows_sample_next_token,
+        ),
         Check("a prompt filling the context window still generates", long_prompt_is_cropped),
         Check("generate_text streams the new text", streams_text),
     ],
