@@ -503,6 +503,18 @@ MUTANTS: dict[int, list[Mutant]] = {
     ],
     15: [
         m(
+            "lm_head tied with `or`",
+            '"lm_head.weight" not in state and "transformer.wte.weight" in state',
+            '"lm_head.weight" not in state or "transformer.wte.weight" in state',
+            "(`and`)",
+        ),
+        m(
+            "given load_config drops a field",
+            "if k in known}",
+            'if k in known and k != "n_layer"}',
+            "given code",
+        ),
+        m(
             "no transpose",
             "array = np.ascontiguousarray(array.T)",
             "array = np.ascontiguousarray(array)",

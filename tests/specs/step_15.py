@@ -394,7 +394,26 @@ def mismatch_is_reported(ctx: Context) -> None:
             "check_against must compare every shape, so that a checkpoint that does not fit "
             "raises CheckpointError before load_state_dict sees it.",
         )
-    what = "a checkpoint of n_embd=32 whose config.json says n_embd=64"
+    expect_first_named(message, "a checkpoint of n_embd=32 whose config.json says n_embd=64")
+    # Without wte.weight there is nothing to tie lm_head to: to_max_layout must
+    # leave both out, so that check_against names the missing one.
+    tensors = {k: v for k, v in hub(ctx).items() if k != "wte.weight"}
+    with tempfile.TemporaryDirectory() as folder:
+        directory = write_checkpoint(Path(folder), CONFIG, tensors)
+        model = fresh_model(CONFIG)
+        load_into = ctx.get("load_into")
+        message = checkpoint_error(
+            ctx,
+            "load_into(model, <checkpoint without wte.weight>)",
+            lambda: load_into(model, directory),
+            "Tie lm_head to wte only when wte.weight is there and lm_head.weight is not "
+            "(`and`): without wte.weight, check_against reports it missing.",
+        )
+    expect_first_named(message, "a checkpoint without wte.weight")
+
+
+def expect_first_named(message: str | None, what: str) -> None:
+    """load_into refused `what`, naming transformer.wte.weight (the first that does not fit)."""
     if message is None:
         raise Fail(f"load_into accepted {what}.", "check_against must compare every shape.")
     first = "transformer.wte.weight"
@@ -416,10 +435,23 @@ OTHER = small_config(
 )
 
 
+GIVEN = (
+    "load_pretrained and load_config are given code, written for you: compare your copies "
+    "with the skeleton's (steps/step_15.py as it came)."
+)
+
+
 def load_pretrained_works(ctx: Context) -> None:
     """The functions the file gives (it did not ask for them) still work: a
     checkpoint directory becomes a model of its config.json's size, with its
     weights, and a directory without a config.json is refused by name."""
+    try:
+        load_pretrained_end_to_end(ctx)
+    except Fail as failure:
+        raise Fail(failure.message, failure.hint or GIVEN) from None
+
+
+def load_pretrained_end_to_end(ctx: Context) -> None:
     w = tied_lm_weights(ctx, OTHER)
     tensors = hugging_face(w, prefix=False, head=False, buffers=True)
     ids = ctx.token_ids(OTHER.vocab_size, BATCH, 5)
@@ -431,7 +463,7 @@ def load_pretrained_works(ctx: Context) -> None:
             ctx,
             "load_config(<a directory without config.json>)",
             lambda: ctx.get("load_config")(directory),
-            "load_config is given: compare your copy with the skeleton's.",
+            GIVEN,
         )
     out = ctx.call("model(input_ids)", model, tensor(ids))
     want = ref.lm_logits(w, ids, OTHER.n_layer, OTHER.n_head, OTHER.layer_norm_epsilon)
@@ -439,13 +471,13 @@ def load_pretrained_works(ctx: Context) -> None:
         out,
         want,
         "logits of load_pretrained(<checkpoint of another size>)",
-        hint="load_pretrained and load_config are given: compare them with the skeleton's.",
+        hint=GIVEN,
     )
     if message is None or "config.json" not in message:
         raise Fail(
             f"load_config on a directory without config.json raised {message!r}, which does "
             "not name config.json.",
-            "load_config is given: compare it with the skeleton's.",
+            GIVEN,
         )
 
 
