@@ -383,33 +383,37 @@ def mismatch_is_reported(ctx: Context) -> None:
         head=False,
         buffers=True,
     )
-    with tempfile.TemporaryDirectory() as folder:
-        directory = write_checkpoint(Path(folder), CONFIG, tensors)  # says n_embd=64
-        model = fresh_model(CONFIG)
-        load_into = ctx.get("load_into")
-        message = checkpoint_error(
-            ctx,
-            "load_into(model, <checkpoint>)",
-            lambda: load_into(model, directory),
-            "check_against must compare every shape, so that a checkpoint that does not fit "
-            "raises CheckpointError before load_state_dict sees it.",
-        )
+    message = load_into_error(
+        ctx,
+        tensors,  # config.json says n_embd=64
+        "<checkpoint>",
+        "check_against must compare every shape, so that a checkpoint that does not fit "
+        "raises CheckpointError before load_state_dict sees it.",
+    )
     expect_first_named(message, "a checkpoint of n_embd=32 whose config.json says n_embd=64")
     # Without wte.weight there is nothing to tie lm_head to: to_max_layout must
     # leave both out, so that check_against names the missing one.
-    tensors = {k: v for k, v in hub(ctx).items() if k != "wte.weight"}
+    message = load_into_error(
+        ctx,
+        {k: v for k, v in hub(ctx).items() if k != "wte.weight"},
+        "<checkpoint without wte.weight>",
+        "Tie lm_head to wte only when wte.weight is there and lm_head.weight is not "
+        "(`and`): without wte.weight, check_against reports it missing.",
+    )
+    expect_first_named(message, "a checkpoint without wte.weight")
+
+
+def load_into_error(
+    ctx: Context, tensors: dict[str, np.ndarray], what: str, hint: str
+) -> str | None:
+    """The CheckpointError message of load_into on a CONFIG checkpoint of `tensors`."""
     with tempfile.TemporaryDirectory() as folder:
         directory = write_checkpoint(Path(folder), CONFIG, tensors)
         model = fresh_model(CONFIG)
         load_into = ctx.get("load_into")
-        message = checkpoint_error(
-            ctx,
-            "load_into(model, <checkpoint without wte.weight>)",
-            lambda: load_into(model, directory),
-            "Tie lm_head to wte only when wte.weight is there and lm_head.weight is not "
-            "(`and`): without wte.weight, check_against reports it missing.",
+        return checkpoint_error(
+            ctx, f"load_into(model, {what})", lambda: load_into(model, directory), hint
         )
-    expect_first_named(message, "a checkpoint without wte.weight")
 
 
 def expect_first_named(message: str | None, what: str) -> None:
