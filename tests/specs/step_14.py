@@ -289,6 +289,7 @@ def streams_text(ctx: Context) -> None:
 STEP = Step(
     number=14,
     title="Text generation",
+    typical=3,  # seconds, slowest check: the 6,000-draw distribution and 50,257-token top-k checks
     required={"sample_next_token": [], "generate_tokens": [], "generate_text": []},
     checks=[
         Check("top_k=1 always picks the most likely token", top_k_one_is_greedy),

@@ -488,6 +488,7 @@ def load_pretrained_end_to_end(ctx: Context) -> None:
 STEP = Step(
     number=15,
     title="Loading pretrained weights",
+    typical=3,  # seconds, slowest check: writing and loading three checkpoints
     required={
         "CheckpointError": [],
         "to_max_layout": [],
