@@ -249,10 +249,28 @@ def sampling_follows_sample_next_token(ctx: Context) -> None:
         )
 
 
+class ContextGuard:
+    """The model, refusing more tokens than its position table has rows: an
+    uncropped sequence fails at once, by name, instead of in MAX's gather."""
+
+    def __init__(self, model) -> None:
+        self.model = model
+
+    def __call__(self, input_ids):
+        length = int(input_ids.shape[-1])
+        if length > CONFIG.n_positions:
+            raise Fail(
+                f"the model was given {length} tokens, more than its context window "
+                f"(n_positions={CONFIG.n_positions}).",
+                "Feed the model only the last context_length ids: token_ids[-context_length:].",
+            )
+        return self.model(input_ids)
+
+
 def long_prompt_is_cropped(ctx: Context) -> None:
     model, _ = tiny_model(ctx)
     prompt = list(range(CONFIG.n_positions))  # fills the context window
-    generate(ctx, model, prompt, 2)
+    generate(ctx, ContextGuard(model), prompt, 2)
 
 
 class CharTokenizer:
