@@ -358,6 +358,12 @@ MUTANTS: dict[int, list[Mutant]] = {
     ],
     12: [
         m(
+            "ln_f without the config's epsilon",
+            "self.ln_f = LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)",
+            "self.ln_f = LayerNorm(config.n_embd)",
+            "default epsilon",
+        ),
+        m(
             "no ln_f",
             "return self.ln_f(hidden_states)",
             "return hidden_states",
