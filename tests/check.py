@@ -13,8 +13,10 @@ notice about MAX's kernel cache (tools/book_outputs.py puts it in the book).
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import importlib
 import os
+import queue
 import re
 import sys
 import time
@@ -23,7 +25,8 @@ from pathlib import Path
 from tools import max_runtime
 
 from .checker import report
-from .checker.engine import Step, run_step
+from .checker.engine import Step
+from .checker.isolate import Worker, WorkerError
 from .checker.learner import REPO, display_path
 
 USAGE_ERROR = 2
@@ -59,16 +62,25 @@ def step_file(number: int, solutions: bool) -> Path:
     return REPO / "steps" / f"step_{number:02d}.py"
 
 
-def check_one(number: int, path: Path, *, quiet: bool = False) -> bool:
+def check_one(
+    number: int, path: Path, *, quiet: bool = False, worker: Worker | None = None
+) -> bool:
+    """Check `path` as step `number` in a worker process (a new one unless
+    given), printing the outcomes unless quiet."""
     if not path.is_file():
         raise UsageError(f"{display_path(path)} does not exist.")
-    spec = load_spec(number)
-    if not quiet:
-        print(
-            report.bold(f"Step {spec.id}: {spec.title}") + report.dim(f"  ({display_path(path)})")
-        )
+    if worker is None:
+        with Worker(quiet=quiet) as own:
+            return check_one(number, path, quiet=quiet, worker=own)
+    step_id = f"{number:02d}"
+
+    def header(title: str) -> None:
+        if not quiet:
+            line = report.bold(f"Step {step_id}: {title}") + report.dim(f"  ({display_path(path)})")
+            print(line, flush=True)
+
     started = time.perf_counter()
-    outcomes = run_step(spec, path)
+    _, outcomes = worker.run_step(number, path.resolve(), on_title=header)
     ok = report.passed(outcomes)
     if quiet:
         return ok
@@ -77,24 +89,50 @@ def check_one(number: int, path: Path, *, quiet: bool = False) -> bool:
     seconds = time.perf_counter() - started
     timing = "" if report.plain() else f" ({seconds:.1f} s)"
     if ok:
-        print(report.green(f"\nStep {spec.id} passes: {done}/{len(outcomes)} checks{timing}."))
+        print(report.green(f"\nStep {step_id} passes: {done}/{len(outcomes)} checks{timing}."))
         nxt = [n for n in available_steps() if n > number]
         if nxt:
             print(f"Next: open steps/step_{nxt[0]:02d}.py, then run `pixi run s{nxt[0]:02d}`.")
     else:
-        print(report.red(f"\nStep {spec.id}: {done}/{len(outcomes)} checks pass{timing}."))
+        print(report.red(f"\nStep {step_id}: {done}/{len(outcomes)} checks pass{timing}."))
         print(f"Edit {display_path(path)} and run the check again.")
     return ok
 
 
-def check_all(solutions: bool) -> bool:
-    results = {}
-    for number in available_steps():
+def check_all(solutions: bool, worker: Worker) -> bool:
+    """Every step, in CHECK_JOBS worker processes at once (default: one per
+    core, at most 2), each step alone in its worker while it runs (a fresh
+    worker after a step crashes one); lines print in step order."""
+    numbers = available_steps()
+    jobs = max(1, int(os.environ.get("CHECK_JOBS", min(2, os.cpu_count() or 1))))
+    workers = [worker] + [Worker(quiet=True) for _ in range(jobs - 1)]
+    idle: queue.Queue[Worker] = queue.Queue()
+    for each in workers:
+        idle.put(each)
+
+    def run(number: int) -> bool:
         path = step_file(number, solutions)
-        ok = path.is_file() and check_one(number, path, quiet=True)
-        results[number] = ok
-        mark = report.ICONS["pass"] if ok else report.ICONS["fail"]
-        print(f"{mark} step {number:02d}  {load_spec(number).title}", flush=True)
+        if not path.is_file():
+            return False
+        mine = idle.get()
+        try:
+            _, outcomes = mine.run_step(number, path)
+        finally:
+            idle.put(mine)
+        return report.passed(outcomes)
+
+    results = {}
+    pool = concurrent.futures.ThreadPoolExecutor(jobs)
+    try:
+        futures = {number: pool.submit(run, number) for number in numbers}
+        for number, future in futures.items():
+            results[number] = ok = future.result()
+            mark = report.ICONS["pass"] if ok else report.ICONS["fail"]
+            print(f"{mark} step {number:02d}  {spec_title(number)}", flush=True)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)  # Ctrl-C: do not wait for the rest
+        for extra in workers[1:]:
+            extra.stop()
     done = sum(results.values())
     print(f"\nProgress {report.progress_bar(done, len(results))}")
     failing = [n for n, ok in results.items() if not ok]
@@ -106,10 +144,20 @@ def check_all(solutions: bool) -> bool:
     return not failing
 
 
-def warn_if_cold() -> None:
-    if not max_runtime.kernel_cache_is_warm():
-        # Compiling can take minutes: no per-check time limit on a cold machine.
-        os.environ["CHECK_NO_TIME_LIMIT"] = "1"
+def spec_title(number: int) -> str:
+    """The step's title, read from its spec without importing it (nor MAX)."""
+    text = (REPO / "tests" / "specs" / f"step_{number:02d}.py").read_text(encoding="utf-8")
+    match = re.search(r"title=(['\"])(.*?)\1", text)
+    return match.group(2) if match else ""
+
+
+def warn_if_cold(cold: bool | None = None) -> None:
+    """Say so when MAX's kernel cache is cold (`cold`, or asked of MAX here)."""
+    if cold is None:
+        cold = not max_runtime.kernel_cache_is_warm()
+    if cold:
+        # Compiling can take minutes: a generous per-check time limit meanwhile.
+        os.environ["CHECK_COLD_CACHE"] = "1"
         if report.plain():
             return
         print(
@@ -134,19 +182,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--file", type=Path, help="check this file instead (for tests and tools)")
     args = parser.parse_args(argv)
     max_runtime.prepare()
+    worker = Worker()
     try:
-        warn_if_cold()
-        if args.step.strip().lower() == "all":
-            return 0 if check_all(args.solutions) else 1
-        number = parse_step(args.step)
-        path = args.file.resolve() if args.file else step_file(number, args.solutions)
-        return 0 if check_one(number, path) else 1
+        everything = args.step.strip().lower() == "all"
+        if not everything:
+            number = parse_step(args.step)
+            path = args.file.resolve() if args.file else step_file(number, args.solutions)
+            if not path.is_file():
+                raise UsageError(f"{display_path(path)} does not exist.")
+        worker.start()  # imports MAX: knows whether its kernel cache is cold
+        warn_if_cold(worker.cold)
+        if everything:
+            return 0 if check_all(args.solutions, worker) else 1
+        return 0 if check_one(number, path, worker=worker) else 1
     except UsageError as error:
         print(f"error: {error}", file=sys.stderr)
         return USAGE_ERROR
+    except WorkerError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("\nInterrupted.")
         return 130
+    finally:
+        worker.stop()
 
 
 if __name__ == "__main__":

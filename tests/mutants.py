@@ -358,6 +358,12 @@ MUTANTS: dict[int, list[Mutant]] = {
     ],
     12: [
         m(
+            "ln_f without the config's epsilon",
+            "self.ln_f = LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)",
+            "self.ln_f = LayerNorm(config.n_embd)",
+            "default epsilon",
+        ),
+        m(
             "no ln_f",
             "return self.ln_f(hidden_states)",
             "return hidden_states",
@@ -475,8 +481,45 @@ MUTANTS: dict[int, list[Mutant]] = {
         ),
         m("no context crop", "token_ids[-context_length:]", "token_ids", "context window"),
         m("yields whole text", "yield text[len(shown) :]", "yield text", "several pieces"),
+        m("chosen token never appended", "token_ids.append(next_id)", "pass", "append each chosen"),
+        m(
+            "k-th largest from the wrong end",
+            "np.partition(logits, -top_k)[-top_k]",
+            "np.partition(logits, top_k)[-top_k]",
+            "wrong end",
+        ),
+        m(
+            "k-th largest at the wrong index",
+            "np.partition(logits, -top_k)[-top_k]",
+            "np.partition(logits, -top_k)[top_k]",
+            "wrong end",
+        ),
+        m(
+            "top_k not passed on when sampling",
+            "temperature=temperature, top_k=top_k, rng=rng)",
+            "temperature=temperature, rng=rng)",
+            "top_k= and the one rng",
+        ),
+        m(
+            "softmax without the max shift",
+            "np.exp(logits - logits.max())",
+            "np.exp(logits)",
+            "subtract the max",
+        ),
     ],
     15: [
+        m(
+            "lm_head tied with `or`",
+            '"lm_head.weight" not in state and "transformer.wte.weight" in state',
+            '"lm_head.weight" not in state or "transformer.wte.weight" in state',
+            "(`and`)",
+        ),
+        m(
+            "given load_config drops a field",
+            "if k in known}",
+            'if k in known and k != "n_layer"}',
+            "given code",
+        ),
         m(
             "no transpose",
             "array = np.ascontiguousarray(array.T)",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -62,8 +63,8 @@ def test_mutant_is_caught_and_named(number: int, mutant: Mutant, tmp_path: Path)
     assert mutant.expect.lower() in said.lower(), said
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = max_runtime.child_env(NO_COLOR="1")
+def run_cli(*args: str, **env_vars: str) -> subprocess.CompletedProcess[str]:
+    env = max_runtime.child_env(NO_COLOR="1", **env_vars)
     return subprocess.run(
         [sys.executable, "-m", "tests.check", *args],
         cwd=REPO,
@@ -146,7 +147,6 @@ def test_exception_points_at_the_learners_line(tmp_path: Path) -> None:
 
 def test_a_hanging_check_is_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CHECK_TIME_LIMIT", "2")
-    monkeypatch.delenv("CHECK_NO_TIME_LIMIT", raising=False)
     path = learner_file(
         tmp_path,
         1,
@@ -155,3 +155,68 @@ def test_a_hanging_check_is_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     )
     (outcome,) = failures(run_step(load_spec(1), path))
     assert "still running after 2 s" in outcome.message and outcome.hint
+
+
+# The learner's code runs in a worker process (tests/checker/isolate.py): what
+# kills or freezes that process is a failed check, never a dead checker.
+BEFORE_N_INNER = "if self.n_inner is None:"
+
+
+def learner_does(directory: Path, *lines: str) -> Path:
+    """Step 01's solution doing `lines` in GPT2Config.__post_init__, which the
+    second check (the first after the import) runs."""
+    code = "".join(f"{line}\n        " for line in lines)
+    return learner_file(directory, 1, BEFORE_N_INNER, code + BEFORE_N_INNER)
+
+
+def expect_failed_check(result: subprocess.CompletedProcess[str], *phrases: str) -> None:
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "❌ GPT2Config is a dataclass" in result.stdout, result.stdout
+    for phrase in phrases:
+        assert phrase in result.stdout, result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
+    assert "Step 01: 1/5 checks pass" in result.stdout
+
+
+def test_a_segfault_is_a_failed_check(tmp_path: Path) -> None:
+    path = learner_does(tmp_path, "import ctypes", "ctypes.string_at(0)")
+    expect_failed_check(run_cli("01", "--file", str(path)), "SIGSEGV", "Hint:")
+
+
+def test_an_abort_is_a_failed_check(tmp_path: Path) -> None:
+    path = learner_does(tmp_path, "import os", "os.abort()")
+    expect_failed_check(run_cli("01", "--file", str(path)), "SIGABRT")
+
+
+def test_a_hang_in_native_code_is_stopped(tmp_path: Path) -> None:
+    # SIGALRM blocked, then a C call that waits for a signal: Python's own
+    # time limit can never fire, only the process watching from outside helps.
+    path = learner_does(
+        tmp_path,
+        "import ctypes, signal",
+        "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})",
+        "ctypes.CDLL(None).pause()",
+    )
+    started = time.monotonic()
+    result = run_cli("01", "--file", str(path), CHECK_TIME_LIMIT="2")
+    expect_failed_check(result, "still running after", "native code")
+    assert time.monotonic() - started < 60  # 2 s limit + 5 s grace + starting up
+
+
+def test_memory_runaway_is_stopped(tmp_path: Path) -> None:
+    path = learner_does(tmp_path, "hog = []", "while True:", "    hog.append(b'x' * 2**26)")
+    result = run_cli("01", "--file", str(path), CHECK_MEMORY_LIMIT_GB="3", CHECK_TIME_LIMIT="60")
+    expect_failed_check(result, "more than 3.0 GiB of memory")
+
+
+def test_check_all_goes_on_after_a_crash(tmp_path: Path) -> None:
+    """A crash ends its step's worker; the next step gets a fresh one."""
+    from tests import check
+    from tests.checker.isolate import Worker
+
+    crashing = learner_does(tmp_path, "import os", "os.abort()")
+    with Worker(quiet=True) as worker:
+        _, crashed = worker.run_step(1, crashing)
+        _, fine = worker.run_step(2, check.step_file(2, solutions=True))
+    assert failures(crashed) and "SIGABRT" in failures(crashed)[0].message
+    assert not failures(fine), fine

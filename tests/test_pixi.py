@@ -41,6 +41,7 @@ KNOWN_TASKS = {
     "build-book": "test_build_book_builds",
     "generate": "test_generate_task_rejects_an_empty_prompt",
     "bench": "test_bench_task_runs_the_benchmark",
+    "mutate": "test_mutate_task_lists_the_mutants",
     "status": "test_learner_loop_tasks_run_tools_learn",
     "next": "test_learner_loop_tasks_run_tools_learn",
     "watch": "test_learner_loop_tasks_run_tools_learn",
@@ -289,3 +290,9 @@ def test_serve_task_rejects_a_missing_checkpoint(tmp_path: Path) -> None:
     assert result.returncode == 1, explain(result)
     assert "not a checkpoint directory" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_mutate_task_lists_the_mutants() -> None:
+    result = run_task("mutate", "--list", "14")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "solutions/solution_14.py:" in result.stdout

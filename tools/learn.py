@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import atexit
 import contextlib
 import functools
 import importlib.metadata
@@ -243,13 +244,21 @@ def captured(run: Callable[[], T]) -> tuple[T, str]:
     return result, buffer.getvalue()
 
 
+@functools.cache
+def shared_worker():  # -> tests.checker.isolate.Worker
+    """One checker worker process for every check this command runs: MAX loads once."""
+    worker = checker().Worker(quiet=True)
+    atexit.register(worker.stop)
+    return worker
+
+
 def passes(number: int) -> bool:
     """Run the step's check in this process, its output (and the learner's) hidden."""
     prepare_max()
     check = checker()
     path = step_path(number)
     try:
-        ok, _ = captured(lambda: check.check_one(number, path, quiet=True))
+        ok, _ = captured(lambda: check.check_one(number, path, quiet=True, worker=shared_worker()))
     except SystemExit:  # the learner's file called sys.exit()
         return False
     return ok
@@ -338,7 +347,9 @@ def cmd_next(args: argparse.Namespace) -> int:
             raise LearnError(f"{rel(path)} is missing: `{PROG} reset {number:02d}` restores it.")
         prepare_max()
         transient(f"checking step {number:02d}…")
-        ok, output = captured(lambda n=number, p=path: check.check_one(n, p))
+        ok, output = captured(
+            lambda n=number, p=path: check.check_one(n, p, worker=shared_worker())
+        )
         transient()
         if not ok:
             sys.stdout.write(output)

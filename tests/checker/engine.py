@@ -8,6 +8,7 @@ message instead of a traceback.
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 from collections.abc import Callable, Sequence
@@ -43,13 +44,26 @@ class Check:
     run: Callable[[Context], None]
 
 
+# A check is called endless after LIMIT_FACTOR times the step's usual time, and
+# never before LIMIT_FLOOR seconds (a busy machine runs a blink-long check slowly).
+LIMIT_FACTOR = 10.0
+LIMIT_FLOOR = 20.0
+# While MAX compiles its kernels (a cold cache) a check can take minutes.
+COLD_LIMIT = 1800.0
+
+
 @dataclass(frozen=True)
 class Step:
     number: int
     title: str
     required: dict[str, list[str]]
     checks: Sequence[Check]
-    seconds: float = 60.0  # per check, on a warm machine
+    # The slowest check's usual time on a warm machine with 2 cores, in seconds
+    # (`python -m tools.mutate --times` measures it).
+    typical: float = 2.0
+    # A fixed limit per check instead of one derived from `typical`: for a step
+    # whose check compiles a graph, which takes minutes on a machine's first run.
+    seconds: float | None = None
 
     @property
     def id(self) -> str:
@@ -178,17 +192,41 @@ def describe_placeholders(path: Path, blanks: list[source.Placeholder]) -> str:
     return "\n".join(lines)
 
 
-def time_limit_for(step: Step) -> float | None:
-    """Seconds a check may run: the step's, CHECK_TIME_LIMIT if set, none on a
-    cold machine (CHECK_NO_TIME_LIMIT, set by the CLI while MAX compiles)."""
-    if os.environ.get("CHECK_NO_TIME_LIMIT"):
-        return None
-    return float(os.environ.get("CHECK_TIME_LIMIT", step.seconds))
+def time_limit_for(step: Step) -> float:
+    """Seconds a check may run before it is called endless: CHECK_TIME_LIMIT if
+    set; else the step's fixed `seconds`, or LIMIT_FACTOR times its `typical`
+    time (at least LIMIT_FLOOR); at least COLD_LIMIT while MAX's kernel cache is
+    cold."""
+    if os.environ.get("CHECK_TIME_LIMIT"):
+        return float(os.environ["CHECK_TIME_LIMIT"])
+    limit = step.seconds or max(LIMIT_FLOOR, LIMIT_FACTOR * step.typical)
+    if os.environ.get("CHECK_COLD_CACHE") or kernel_cache_is_cold():
+        limit = max(limit, COLD_LIMIT)
+    return limit
 
 
-def run_step(step: Step, path: Path) -> list[Outcome]:
-    """Run every check of `step` against `path`; stop at the first failure."""
+@functools.cache
+def kernel_cache_is_cold() -> bool:
+    """Asked of MAX once per process (the CLI also sets CHECK_COLD_CACHE)."""
+    from tools import max_runtime
+
+    return not max_runtime.kernel_cache_is_warm()
+
+
+def run_step(
+    step: Step,
+    path: Path,
+    on_check: Callable[[str], None] | None = None,
+    limit: float | None = None,
+) -> list[Outcome]:
+    """Run every check of `step` against `path`; stop at the first failure.
+
+    `on_check(name)` is called as each check (and the import) begins: a
+    parent process watching this one knows which check a crash happened in.
+    `limit`: seconds per check instead of time_limit_for(step)."""
     outcomes: list[Outcome] = []
+    started = on_check or (lambda name: None)
+    limit = limit or time_limit_for(step)
 
     def skip_rest(start: int) -> list[Outcome]:
         return outcomes + [Outcome(c.name, "skip") for c in step.checks[start:]]
@@ -225,8 +263,9 @@ def run_step(step: Step, path: Path) -> list[Outcome]:
         return skip_rest(0)
     outcomes.append(Outcome("no placeholders left", "pass"))
 
+    started("the file imports")
     try:
-        with time_limit(time_limit_for(step)):
+        with time_limit(limit):
             module = import_file(path)
     except LearnerImportError as error:
         outcomes.append(Outcome("the file imports", "fail", f"importing it raised {error}"))
@@ -246,19 +285,21 @@ def run_step(step: Step, path: Path) -> list[Outcome]:
         # MAX warns (and retries) when an eager op fails; the learner gets
         # the error itself, summarized, from the check.
         warnings.filterwarnings("ignore", category=UserWarning, module=r"max\.")
-        outcomes += run_checks(step, path, module)
+        outcomes += run_checks(step, path, module, started, limit)
     return outcomes
 
 
-def run_checks(step: Step, path: Path, module: ModuleType) -> list[Outcome]:
+def run_checks(
+    step: Step, path: Path, module: ModuleType, started: Callable[[str], None], limit: float
+) -> list[Outcome]:
     outcomes: list[Outcome] = []
 
     def skip_rest(start: int) -> list[Outcome]:
         return outcomes + [Outcome(c.name, "skip") for c in step.checks[start:]]
 
     ctx = Context(step, path, module)
-    limit = time_limit_for(step)
     for index, check in enumerate(step.checks):
+        started(check.name)
         try:
             with time_limit(limit):
                 check.run(ctx)

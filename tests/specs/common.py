@@ -55,13 +55,19 @@ def lm_shapes(config: GPT2Config) -> dict:
     }
 
 
-def tied_lm_weights(ctx, config: GPT2Config, wte_scale: float = 1.0) -> dict:
+def tied_lm_weights(
+    ctx, config: GPT2Config, wte_scale: float = 1.0, wpe_scale: float = 1.0
+) -> dict:
     """GPT-2-like weights for lm_shapes(config), the head tied to wte as in GPT-2.
 
     wte_scale > 1 makes the logits peaked, so greedy decoding picks varied
-    tokens instead of repeating one.
+    tokens instead of repeating one. With the head tied, a large wte alone
+    makes the model predict the token it just saw; a larger wpe on top makes
+    the prediction depend on the position too, so the greedy continuation
+    changes as the context grows.
     """
     weights = ctx.weights_for(lm_shapes(config))
     weights["transformer.wte.weight"] *= wte_scale
+    weights["transformer.wpe.weight"] *= wpe_scale
     weights["lm_head.weight"] = weights["transformer.wte.weight"]  # one matrix
     return weights

@@ -84,6 +84,24 @@ def dtype_is_respected(ctx: Context) -> None:
             f"causal_mask(..., dtype=DType.float16) returned dtype {getattr(mask, 'dtype', None)}.",
             "Pass dtype= and device= on to the tensor you create.",
         )
+    from max.driver import Accelerator, accelerator_count
+
+    if accelerator_count():  # with only a CPU, the default device is the one asked for
+        gpu = Accelerator()
+        mask = ctx.call(
+            "causal_mask(4, 0, device=Accelerator())",
+            ctx.get("causal_mask"),
+            4,
+            0,
+            dtype=DType.float32,
+            device=gpu,
+        )
+        if getattr(mask, "device", None) != gpu:
+            raise Fail(
+                f"causal_mask(..., device=Accelerator()) returned a tensor on "
+                f"{getattr(mask, 'device', None)}.",
+                "Pass dtype= and device= on to the tensor you create.",
+            )
 
 
 STEP = Step(

@@ -10,6 +10,9 @@ from tests.specs.common import small_config, tied_lm_weights
 CONFIG = small_config(n_positions=24, n_layer=1)
 LOGITS = np.array([2.0, 1.0, 0.5, 3.0, -1.0, 0.0, 2.5, -2.0])
 DRAWS = 6000
+GPT2_VOCAB = 50257  # top-k on a small vocabulary can pass by luck: np.partition
+# of a few dozen entries often comes back sorted, of 50,257 it does not.
+OVERFLOWING = 1000.0  # exp(1000) is inf in float64: only a max-shifted softmax copes
 
 
 def draws(ctx: Context, logits: np.ndarray, n: int = DRAWS, seed: int = 0, **options) -> np.ndarray:
@@ -47,7 +50,9 @@ def top_k_one_is_greedy(ctx: Context) -> None:
         if token != int(np.argmax(logits)):
             raise Fail(
                 f"with top_k=1 it drew token {token}, but the most likely is {int(np.argmax(logits))}.",
-                "Keep the k largest logits (np.partition / np.argsort) and mask the rest with -inf.",
+                "Keep the k largest logits and mask the rest with -inf: "
+                "np.partition(logits, -top_k)[-top_k] is the k-th largest (an index from the "
+                "wrong end of the partition is not).",
             )
 
 
@@ -63,23 +68,86 @@ def never_outside_top_k(ctx: Context) -> None:
             )
 
 
+def top_k_on_gpt2_vocabulary(ctx: Context) -> None:
+    """Exactly the k largest of 50,257 logits can be drawn, each of them is.
+
+    The k largest logits sit close together above a normal-looking tail, so
+    each is drawn often, and a threshold read from the wrong end of
+    np.partition (or from an unsorted position) shows as tokens outside the
+    top k or top-k tokens never drawn.
+    """
+    rng = np.random.default_rng(3)
+    logits = rng.standard_normal(GPT2_VOCAB) * 2
+    for k in (10, 25):
+        order = np.argsort(logits)
+        logits[order[-2 * k :]] = logits.max() + 2 + np.linspace(0.0, 0.2, 2 * k)
+        top = set(np.argsort(logits)[-k:].tolist())
+        drawn = set(draws(ctx, logits, 20 * k, seed=k, top_k=k).tolist())
+        outside, never = drawn - top, top - drawn
+        if outside or never:
+            what = (
+                f"drew {len(outside)} token(s) outside the {k} largest logits"
+                if outside
+                else f"never drew {len(never)} of the {k} largest logits in {20 * k} draws"
+            )
+            raise Fail(
+                f"with top_k={k} on a {GPT2_VOCAB:,}-token vocabulary it {what}: the threshold "
+                "is not the k-th largest logit.",
+                "np.partition(logits, -top_k) puts the k-th largest at index -top_k and leaves "
+                "the rest unsorted: read it from that same end, [-top_k] (is an index taken "
+                "from the wrong end?).",
+            )
+
+
+def frequencies_differ(
+    ctx: Context, logits: np.ndarray, temperature: float, top_k: int | None, want: np.ndarray
+) -> str | None:
+    """None when DRAWS draws follow `want`, else what went wrong."""
+    counts = np.bincount(
+        draws(ctx, logits, temperature=temperature, top_k=top_k), minlength=want.size
+    )
+    frequencies = counts[: want.size] / DRAWS
+    if np.max(np.abs(frequencies - want)) <= 0.03:  # ~5 sigma for 6,000 draws
+        return None
+    worst = int(np.argmax(np.abs(frequencies - want)))
+    return (
+        f"token {worst} was drawn {frequencies[worst]:.3f} of the time; "
+        f"softmax(logits / T) gives {want[worst]:.3f}."
+    )
+
+
 def distribution(ctx: Context) -> None:
     for temperature, top_k in ((1.0, None), (0.5, None), (2.0, None), (1.0, 3)):
-        counts = np.bincount(
-            draws(ctx, LOGITS, temperature=temperature, top_k=top_k), minlength=LOGITS.size
+        wrong = frequencies_differ(
+            ctx, LOGITS, temperature, top_k, expected_probs(LOGITS, temperature, top_k)
         )
-        frequencies = counts / DRAWS
-        want = expected_probs(LOGITS, temperature, top_k)
-        if np.max(np.abs(frequencies - want)) > 0.03:  # ~5 sigma for 6,000 draws
-            worst = int(np.argmax(np.abs(frequencies - want)))
+        if wrong:
             hint = "Divide the logits by the temperature before the softmax."
             if temperature == 1.0 and top_k is None:
                 hint = "Draw with the softmax probabilities: rng.choice(vocab_size, p=probs)."
-            raise Fail(
-                f"with temperature={temperature}, top_k={top_k}, token {worst} was drawn "
-                f"{frequencies[worst]:.3f} of the time; softmax(logits / T) gives {want[worst]:.3f}.",
-                hint,
+            raise Fail(f"with temperature={temperature}, top_k={top_k}, {wrong}", hint)
+
+
+def large_logits_do_not_overflow(ctx: Context) -> None:
+    """Logits near 1000 draw as their shifted copy does: softmax ignores a shift."""
+    hint = (
+        "exp(1000) overflows to inf, and inf / inf is NaN: subtract the max logit before "
+        "exp (softmax(x - max(x)) equals softmax(x), and every exp is then at most 1)."
+    )
+    what = f"with logits near {OVERFLOWING:.0f} (LOGITS + {OVERFLOWING:.0f})"
+    for temperature in (1.0, 0.5):
+        try:
+            wrong = frequencies_differ(
+                ctx,
+                LOGITS + OVERFLOWING,
+                temperature,
+                None,
+                expected_probs(LOGITS, temperature, None),
             )
+        except Fail as failure:
+            raise Fail(f"{what}: {failure.message}", hint) from failure
+        if wrong:
+            raise Fail(f"{what} and temperature={temperature}, {wrong}", hint)
 
 
 def reproducible(ctx: Context) -> None:
@@ -96,7 +164,10 @@ def tiny_model(ctx: Context):
 
 def build_tiny_model(ctx: Context):
     model = MaxGPT2LMHeadModel(CONFIG)
-    weights = tied_lm_weights(ctx, CONFIG, wte_scale=15)
+    # Token and position both steer the prediction, so the greedy continuation
+    # changes with the context: a loop that forgets to append the chosen token
+    # repeats one token where GPT-2 moves on.
+    weights = tied_lm_weights(ctx, CONFIG, wte_scale=3, wpe_scale=12)
     model.load_state_dict(weights)
     return model, weights
 
@@ -116,17 +187,25 @@ def generate(ctx: Context, model, prompt, n, **options) -> list[int]:
 
 def greedy_matches_reference(ctx: Context) -> None:
     model, w = tiny_model(ctx)
-    prompt = [3, 14, 15, 92, 65]
+    prompt, new = [3, 14, 15, 92, 65], 7
     want = ref.greedy_generate(
-        w, prompt, 5, CONFIG.n_layer, CONFIG.n_head, CONFIG.layer_norm_epsilon
+        w, prompt, new, CONFIG.n_layer, CONFIG.n_head, CONFIG.layer_norm_epsilon
     )
-    got = generate(ctx, model, prompt, 5)
-    if got != want:
-        first = next(i for i, (a, b) in enumerate(zip(got, want, strict=True)) if a != b)
+    got = generate(ctx, model, prompt, new)
+    if got == want:
+        return
+    if got == [want[0]] * new:
         raise Fail(
-            f"greedy decoding gave {got}, GPT-2 gives {want} (first difference at new token {first}).",
-            "Greedy: append argmax of the last position's logits, then run the model on the longer sequence.",
+            f"greedy decoding gave {got}, GPT-2 gives {want}: the same token every time, as if "
+            "the model saw the prompt alone at each step.",
+            "Append each chosen token to token_ids, so the next step runs the model on the "
+            "longer sequence.",
         )
+    first = next(i for i, (a, b) in enumerate(zip(got, want, strict=True)) if a != b)
+    raise Fail(
+        f"greedy decoding gave {got}, GPT-2 gives {want} (first difference at new token {first}).",
+        "Greedy: append argmax of the last position's logits, then run the model on the longer sequence.",
+    )
 
 
 def sampling_is_seeded(ctx: Context) -> None:
@@ -145,10 +224,53 @@ def sampling_is_seeded(ctx: Context) -> None:
         raise Fail("seeds 0 and 1 gave the same tokens: is the seed used?")
 
 
+def sampling_follows_sample_next_token(ctx: Context) -> None:
+    """Sampled generation = sample_next_token (already checked) drawn on GPT-2's
+    logits of the growing sequence, with the temperature, top_k and one rng
+    made from the seed."""
+    model, w = tiny_model(ctx)
+    prompt, new, options = [1, 2, 3], 5, dict(temperature=2.0, top_k=5)
+    sample = ctx.get("sample_next_token")
+    rng, ids, want = np.random.default_rng(11), list(prompt), []
+    for _ in range(new):
+        logits = ref.lm_logits(
+            w, np.asarray([ids]), CONFIG.n_layer, CONFIG.n_head, CONFIG.layer_norm_epsilon
+        )[0, -1]
+        token = int(ctx.call("sample_next_token(...)", sample, logits, rng=rng, **options))
+        ids.append(token)
+        want.append(token)
+    got = generate(ctx, model, prompt, new, do_sample=True, seed=11, **options)
+    if got != want:
+        raise Fail(
+            f"generate_tokens(..., do_sample=True, temperature=2.0, top_k=5, seed=11) gave "
+            f"{got}; sample_next_token on GPT-2's logits with that seed gives {want}.",
+            "Pass temperature=, top_k= and the one rng (made once from the seed) on to "
+            "sample_next_token for every token.",
+        )
+
+
+class ContextGuard:
+    """The model, refusing more tokens than its position table has rows: an
+    uncropped sequence fails at once, by name, instead of in MAX's gather."""
+
+    def __init__(self, model) -> None:
+        self.model = model
+
+    def __call__(self, input_ids):
+        length = int(input_ids.shape[-1])
+        if length > CONFIG.n_positions:
+            raise Fail(
+                f"the model was given {length} tokens, more than its context window "
+                f"(n_positions={CONFIG.n_positions}).",
+                "Feed the model only the last context_length ids: token_ids[-context_length:].",
+            )
+        return self.model(input_ids)
+
+
 def long_prompt_is_cropped(ctx: Context) -> None:
     model, _ = tiny_model(ctx)
     prompt = list(range(CONFIG.n_positions))  # fills the context window
-    generate(ctx, model, prompt, 2)
+    generate(ctx, ContextGuard(model), prompt, 2)
 
 
 class CharTokenizer:
@@ -185,14 +307,21 @@ def streams_text(ctx: Context) -> None:
 STEP = Step(
     number=14,
     title="Text generation",
+    typical=3,  # seconds, slowest check: the 6,000-draw distribution and 50,257-token top-k checks
     required={"sample_next_token": [], "generate_tokens": [], "generate_text": []},
     checks=[
         Check("top_k=1 always picks the most likely token", top_k_one_is_greedy),
         Check("a token outside the top k is never drawn", never_outside_top_k),
         Check("draws follow softmax(logits / temperature)", distribution),
+        Check("top-k keeps exactly the k largest of 50,257 logits", top_k_on_gpt2_vocabulary),
+        Check("logits near 1000 do not overflow the softmax", large_logits_do_not_overflow),
         Check("the same seed gives the same draws", reproducible),
         Check("greedy generation matches GPT-2's", greedy_matches_reference),
         Check("sampling is reproducible with a seed", sampling_is_seeded),
+        Check(
+            "sampling passes temperature and top_k on to sample_next_token",
+            sampling_follows_sample_next_token,
+        ),
         Check("a prompt filling the context window still generates", long_prompt_is_cropped),
         Check("generate_text streams the new text", streams_text),
     ],

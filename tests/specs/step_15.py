@@ -383,18 +383,41 @@ def mismatch_is_reported(ctx: Context) -> None:
         head=False,
         buffers=True,
     )
+    message = load_into_error(
+        ctx,
+        tensors,  # config.json says n_embd=64
+        "<checkpoint>",
+        "check_against must compare every shape, so that a checkpoint that does not fit "
+        "raises CheckpointError before load_state_dict sees it.",
+    )
+    expect_first_named(message, "a checkpoint of n_embd=32 whose config.json says n_embd=64")
+    # Without wte.weight there is nothing to tie lm_head to: to_max_layout must
+    # leave both out, so that check_against names the missing one.
+    message = load_into_error(
+        ctx,
+        {k: v for k, v in hub(ctx).items() if k != "wte.weight"},
+        "<checkpoint without wte.weight>",
+        "Tie lm_head to wte only when wte.weight is there and lm_head.weight is not "
+        "(`and`): without wte.weight, check_against reports it missing.",
+    )
+    expect_first_named(message, "a checkpoint without wte.weight")
+
+
+def load_into_error(
+    ctx: Context, tensors: dict[str, np.ndarray], what: str, hint: str
+) -> str | None:
+    """The CheckpointError message of load_into on a CONFIG checkpoint of `tensors`."""
     with tempfile.TemporaryDirectory() as folder:
-        directory = write_checkpoint(Path(folder), CONFIG, tensors)  # says n_embd=64
+        directory = write_checkpoint(Path(folder), CONFIG, tensors)
         model = fresh_model(CONFIG)
         load_into = ctx.get("load_into")
-        message = checkpoint_error(
-            ctx,
-            "load_into(model, <checkpoint>)",
-            lambda: load_into(model, directory),
-            "check_against must compare every shape, so that a checkpoint that does not fit "
-            "raises CheckpointError before load_state_dict sees it.",
+        return checkpoint_error(
+            ctx, f"load_into(model, {what})", lambda: load_into(model, directory), hint
         )
-    what = "a checkpoint of n_embd=32 whose config.json says n_embd=64"
+
+
+def expect_first_named(message: str | None, what: str) -> None:
+    """load_into refused `what`, naming transformer.wte.weight (the first that does not fit)."""
     if message is None:
         raise Fail(f"load_into accepted {what}.", "check_against must compare every shape.")
     first = "transformer.wte.weight"
@@ -407,9 +430,65 @@ def mismatch_is_reported(ctx: Context) -> None:
         )
 
 
+# -- the given code: load_config and load_pretrained ---------------------------
+
+# Unlike CONFIG in every field load_config reads, so a config.json ignored or
+# read wrongly shows in the logits.
+OTHER = small_config(
+    vocab_size=89, n_positions=12, n_embd=32, n_layer=1, n_head=2, layer_norm_epsilon=1e-4
+)
+
+
+GIVEN = (
+    "load_pretrained and load_config are given code, written for you: compare your copies "
+    "with the skeleton's (steps/step_15.py as it came)."
+)
+
+
+def load_pretrained_works(ctx: Context) -> None:
+    """The functions the file gives (it did not ask for them) still work: a
+    checkpoint directory becomes a model of its config.json's size, with its
+    weights, and a directory without a config.json is refused by name."""
+    try:
+        load_pretrained_end_to_end(ctx)
+    except Fail as failure:
+        raise Fail(failure.message, failure.hint or GIVEN) from None
+
+
+def load_pretrained_end_to_end(ctx: Context) -> None:
+    w = tied_lm_weights(ctx, OTHER)
+    tensors = hugging_face(w, prefix=False, head=False, buffers=True)
+    ids = ctx.token_ids(OTHER.vocab_size, BATCH, 5)
+    with tempfile.TemporaryDirectory() as folder:
+        directory = write_checkpoint(Path(folder), OTHER, tensors)
+        model = ctx.call("load_pretrained(directory)", ctx.get("load_pretrained"), directory)
+        (directory / "config.json").unlink()
+        message = checkpoint_error(
+            ctx,
+            "load_config(<a directory without config.json>)",
+            lambda: ctx.get("load_config")(directory),
+            GIVEN,
+        )
+    out = ctx.call("model(input_ids)", model, tensor(ids))
+    want = ref.lm_logits(w, ids, OTHER.n_layer, OTHER.n_head, OTHER.layer_norm_epsilon)
+    expect_close(
+        out,
+        want,
+        "logits of load_pretrained(<checkpoint of another size>)",
+        hint=GIVEN,
+    )
+    if message is None or "config.json" not in message:
+        raise Fail(
+            f"load_config on a directory without config.json raised {message!r}, which does "
+            "not name config.json.",
+            GIVEN,
+        )
+
+
 STEP = Step(
     number=15,
     title="Loading pretrained weights",
+    typical=3,  # seconds, slowest check: writing and loading three checkpoints
     required={
         "CheckpointError": [],
         "to_max_layout": [],
@@ -433,5 +512,9 @@ STEP = Step(
         Check("check_against names an extra tensor", names_an_extra_tensor),
         Check("logits after load_into match GPT-2's, for each layout", logits_match),
         Check("a checkpoint that does not fit its config.json is refused", mismatch_is_reported),
+        Check(
+            "load_pretrained builds a model from a checkpoint's config.json",
+            load_pretrained_works,
+        ),
     ],
 )

@@ -150,6 +150,7 @@ def greedy_matches(ctx: Context) -> None:
 STEP = Step(
     number=17,
     title="KV cache",
+    typical=4,  # seconds, slowest check: token-by-token decoding, eagerly
     required={
         "CachedAttention": ["forward"],
         "CachedBlock": ["forward"],

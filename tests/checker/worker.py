@@ -1,0 +1,67 @@
+"""The checker's child process: `python -m tests.checker.worker REQUESTS ANSWERS`.
+
+Started by tests/checker/isolate.py with two pipe file descriptors. It imports
+MAX once, says whether MAX's kernel cache is cold, then for each request
+({"step": NN, "path": FILE}, one JSON line) runs that step's checks and
+answers, one JSON line each: the step's title, check names and time limit;
+the name of each check as it begins; the outcomes. The learner's code runs
+here, so whatever it does to this process cannot reach the checker.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from tools import max_runtime
+
+PR_SET_PDEATHSIG = 1  # prctl(2)
+
+
+def die_with_parent() -> None:
+    """Linux: be killed when the checker is (its own session keeps it out of
+    the terminal's Ctrl-C, so nothing else would end it)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the checker stops it by PID
+        pass
+
+
+def main(requests_fd: int, answers_fd: int) -> None:
+    die_with_parent()
+    max_runtime.prepare()
+    answers = os.fdopen(answers_fd, "w", buffering=1, encoding="utf-8")
+
+    def send(message: dict[str, Any]) -> None:
+        sys.stdout.flush()  # what the learner printed comes out before the result
+        sys.stderr.flush()
+        answers.write(json.dumps(message) + "\n")
+
+    cold = not max_runtime.kernel_cache_is_warm()
+    if cold:
+        os.environ["CHECK_COLD_CACHE"] = "1"
+    from tests.check import load_spec
+    from tests.checker.engine import run_step, time_limit_for
+
+    send({"cold": cold})
+    with os.fdopen(requests_fd, encoding="utf-8") as requests:
+        for line in requests:
+            request = json.loads(line)
+            step = load_spec(request["step"])
+            limit = request.get("limit") or time_limit_for(step)
+            send({"title": step.title, "checks": [c.name for c in step.checks], "limit": limit})
+            outcomes = run_step(
+                step, Path(request["path"]), lambda name: send({"check": name}), limit
+            )
+            send({"outcomes": [dataclasses.asdict(outcome) for outcome in outcomes]})
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), int(sys.argv[2]))

@@ -1,0 +1,89 @@
+"""tools/mutate.py: it mutates only what the learner writes, with every kind of
+change the issue asks for, its equivalents file is current, and a fixed
+sample of mutants is killed (the full run: `python -m tools.mutate`)."""
+
+from __future__ import annotations
+
+import difflib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.check import available_steps, step_file
+from tools import max_runtime, mutate
+
+REPO = Path(__file__).resolve().parents[1]
+STEPS = [n for n in available_steps() if step_file(n, solutions=False).is_file()]
+SAMPLE = 3  # mutants per step in this test, the same ones every run
+
+
+@pytest.mark.parametrize("number", STEPS)
+def test_mutants_change_only_learner_lines(number: int) -> None:
+    lines = mutate.learner_lines(number)
+    solution = step_file(number, solutions=True).read_text().splitlines()
+    found = mutate.mutants(number)
+    assert found, f"no mutant for step {number:02d}"
+    for mutant in found:
+        changed = difflib.SequenceMatcher(
+            a=solution, b=mutant.source.splitlines(), autojunk=False
+        ).get_opcodes()
+        for tag, i1, i2, _, _ in changed:
+            if tag != "equal":
+                touched = range(i1 + 1, max(i2, i1 + 1) + 1)
+                assert all(n in lines for n in touched), mutant.describe()
+
+
+def test_learner_lines_are_the_todo_blocks() -> None:
+    solution = step_file(14, solutions=True).read_text().splitlines()
+    lines = mutate.learner_lines(14)
+
+    def line_of(text: str) -> int:
+        return next(i for i, line in enumerate(solution, 1) if text in line)
+
+    assert line_of("np.partition(logits, -top_k)[-top_k]") in lines
+    assert line_of("token_ids.append(next_id)") in lines
+    assert line_of("rng = np.random.default_rng(seed)") not in lines  # given
+    assert line_of("def sample_next_token(") not in lines
+
+
+def test_every_kind_of_change_is_made() -> None:
+    kinds = {m.operator for n in STEPS for m in mutate.mutants(n)}
+    assert kinds >= {
+        "arithmetic",
+        "comparison",
+        "constant",
+        "sign",
+        "boolean",
+        "keyword dropped",
+        "call unwrapped",
+        "statement dropped",
+        "swap",
+    }, kinds
+
+
+def test_mutant_keys_are_unique() -> None:
+    for number in STEPS:
+        keys = [m.key for m in mutate.mutants(number)]
+        assert len(keys) == len(set(keys)), number
+
+
+def test_equivalents_name_existing_mutants_with_a_reason() -> None:
+    keys = {(n, m.key) for n in STEPS for m in mutate.mutants(n)}
+    for (number, key), reason in mutate.load_equivalents().items():
+        assert (number, key) in keys or number not in STEPS, f"stale entry: step {number}: {key}"
+        assert len(reason.split()) >= 4, f"give the reason: step {number}: {key}"
+
+
+def test_a_fixed_sample_of_mutants_is_killed() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "tools.mutate", "--sample", str(SAMPLE)],
+        cwd=REPO,
+        env=max_runtime.child_env(),
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"{SAMPLE * len(STEPS)} mutants" in result.stdout, result.stdout
