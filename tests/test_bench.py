@@ -77,8 +77,10 @@ def fake_data() -> dict:
         bandwidth_gb_s=dict(bench.summary([30.0, 31.0, 29.0]), method="best of 5"),
         weight_bytes=500_000_000,
         roofline_tokens_per_s=60.0,
+        config=dict(n_layer=2),
         contenders=per_contender,
         ratios=ratios,
+        decode_ops=dict(step17={"matmul": 5, "concat": 4}, fast={"matmul": 5, "mutable.load": 2}),
     )
 
 
@@ -100,6 +102,8 @@ def test_report_and_plot_come_from_the_data(tmp_path: Path) -> None:
     assert (tmp_path / "tokens_per_second.png").stat().st_size > 0
     assert json.loads((tmp_path / "results.json").read_text()) == data
     assert (tmp_path / "results.md").read_text() == report
+    profile = (tmp_path / "profile.md").read_text()
+    assert "| concat | 4 | 0 |" in profile and "| **total** | **9** | **7** |" in profile
 
 
 def test_smoke_run_on_a_tiny_model(tmp_path: Path) -> None:
@@ -122,4 +126,5 @@ def test_smoke_run_on_a_tiny_model(tmp_path: Path) -> None:
         assert contender["first_token_s"]["n"] == 2
         assert contender["prefill_tokens_per_s"]["n"] == 2
     assert data["device"] == "cpu" and data["dtype"] == "float32"
+    assert data["decode_ops"]["step17"]["matmul"] == data["decode_ops"]["fast"]["matmul"]
     assert (tmp_path / "book" / "results.md").read_text() in result.stdout

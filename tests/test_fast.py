@@ -120,3 +120,15 @@ def test_bfloat16_greedy_agrees_with_float32(fast, fast_bf16) -> None:
     rate = agreed / total
     print(f"bfloat16 greedy agreement with float32: {rate:.0%} ({agreed}/{total} tokens)")
     assert rate >= BF16_AGREEMENT_FLOOR, rate
+
+
+def test_device_names() -> None:
+    from max.driver import CPU, accelerator_count
+
+    assert fast_gpt2.device_from_name("cpu") == CPU()
+    assert fast_gpt2.default_device_name() == ("gpu" if accelerator_count() else "cpu")
+    if accelerator_count() == 0:
+        with pytest.raises(ValueError, match="no accelerator"):
+            fast_gpt2.device_from_name("gpu")
+    with pytest.raises(ValueError, match="unknown device"):
+        fast_gpt2.device_from_name("tpu")

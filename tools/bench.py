@@ -271,6 +271,49 @@ def ours_contenders(directory: Path, dtype_name: str, device_name: str, no_cache
     return contenders
 
 
+# --- where the time goes: the decode graphs' operations ------------------------
+
+
+def decode_graph_ops(config: dict) -> dict:
+    """Operations in the one-token (decode) graph of step 17 and of the fast
+    model, counted by kind in the traced MLIR (traced, not compiled: cheap).
+    Constants and weight references are not counted: they do no work."""
+    import re
+    from collections import Counter
+
+    from max.driver import CPU
+    from max.dtype import DType
+    from max.experimental import functional as F
+    from max.graph import BufferType, TensorType
+
+    from solutions.solution_01 import GPT2Config
+    from solutions.solution_17 import CachedGPT2LMHeadModel
+    from tools.fast_gpt2 import FastGPT2
+
+    gpt2 = GPT2Config(**config)
+    head_dim = gpt2.n_embd // gpt2.n_head
+    cache = [gpt2.n_layer, 1, gpt2.n_head, "past", head_dim]
+    token = TensorType(DType.int64, [1, 1], device=CPU())
+    with F.lazy():
+        step17, fast = CachedGPT2LMHeadModel(gpt2), FastGPT2(gpt2)
+    tensor_cache = TensorType(DType.float32, cache, device=CPU())
+    buffer = BufferType(DType.float32, [*cache[:3], gpt2.n_positions, head_dim], device=CPU())
+    staged = {
+        "step17": step17.trace(token, tensor_cache, tensor_cache),
+        "fast": fast.trace(token, buffer, buffer, TensorType(DType.int64, [1], device=CPU())),
+    }
+    counts = {}
+    for key, graph in staged.items():
+        ops = Counter(
+            op.removeprefix("rmo.").removeprefix("mo.")
+            for op in re.findall(r"= \"?((?:rmo|mo)\.[a-z_.]+)", str(graph))
+        )
+        for free in ("constant", "constant.external", "chain.create"):
+            ops.pop(free, None)
+        counts[key] = dict(ops.most_common())
+    return counts
+
+
 # --- measuring ----------------------------------------------------------------
 
 
@@ -416,6 +459,7 @@ def run(args: argparse.Namespace) -> dict:
         roofline_tokens_per_s=bandwidth["median"] * 1e9 / (weight_count * bytes_per_weight),
         contenders=per_contender,
         ratios=ratios,
+        decode_ops=decode_graph_ops(config),
     )
 
 
@@ -500,6 +544,26 @@ def format_report(data: dict) -> str:
     return "\n".join(lines)
 
 
+def format_profile(data: dict) -> str:
+    """The decode graphs' operations by kind, step 17 against the fast model."""
+    ops = data.get("decode_ops")
+    if not ops:
+        return "(this benchmark data has no operation counts)\n"
+    kinds = sorted(set(ops["step17"]) | set(ops["fast"]), key=lambda k: -ops["step17"].get(k, 0))
+    lines = [
+        f"Operations in the one-token (decode) graph, {data['config']['n_layer']} layers "
+        "(constants and weight references left out):",
+        "",
+        "| operation | step 17 | fast |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {k} | {ops['step17'].get(k, 0)} | {ops['fast'].get(k, 0)} |" for k in kinds]
+    lines.append(
+        f"| **total** | **{sum(ops['step17'].values())}** | **{sum(ops['fast'].values())}** |"
+    )
+    return "\n".join(lines) + "\n"
+
+
 def plot(data: dict, path: Path) -> None:
     import matplotlib
 
@@ -535,6 +599,7 @@ def render(data: dict, out: Path) -> str:
     report = format_report(data)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.md").write_text(report)
+    (out / "profile.md").write_text(format_profile(data))
     plot(data, out / "tokens_per_second.png")
     (out / "results.json").write_text(json.dumps(data, indent=1) + "\n")
     return report
