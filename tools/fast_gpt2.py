@@ -133,6 +133,7 @@ class FastGenerator:
         config = model.config
         self.config = config
         self.device = model.device
+        self.on_host = self.device == CPU()
         self.dtype = model.lm_head.weight.dtype
         head_dim = config.n_embd // config.n_head
         cache_shape = [config.n_layer, batch, config.n_head, config.n_positions, head_dim]
@@ -148,7 +149,8 @@ class FastGenerator:
         self.value_cache = Tensor.zeros(cache_shape, dtype=self.dtype, device=self.device)
 
     def _ids(self, ids: np.ndarray) -> Tensor:
-        return Tensor(ids).to(self.device)
+        tensor = Tensor(ids)  # on the host
+        return tensor if self.on_host else tensor.to(self.device)
 
     def logits(self, token_ids: Sequence[int], start: int = 0) -> np.ndarray:
         """Last-position logits [vocab] of `token_ids` placed at `start`."""
@@ -159,7 +161,7 @@ class FastGenerator:
             self.value_cache,
             self._ids(np.asarray([start], dtype=np.int64)),
         )
-        return np.asarray(logits.to(CPU()).to_numpy())[0]
+        return np.asarray((logits if self.on_host else logits.to(CPU())).to_numpy())[0]
 
     def generate(
         self,
@@ -167,11 +169,11 @@ class FastGenerator:
         max_new_tokens: int,
         *,
         do_sample: bool = False,
-        temperature: float = 1.0,
-        top_k: int | None = None,
         seed: int | None = None,
+        **sampling,
     ) -> Iterator[int]:
-        """Like step 17's generate_cached: the prompt once, then a token per step."""
+        """Like step 17's generate_cached: the prompt once, then a token per step.
+        `sampling` is step 14's temperature and top_k."""
         if len(prompt_ids) + max_new_tokens > self.config.n_positions:
             raise ValueError(
                 f"{len(prompt_ids)} prompt tokens + {max_new_tokens} new ones exceed the "
@@ -183,7 +185,7 @@ class FastGenerator:
             logits = self.logits(token_ids, start)
             start += len(token_ids)
             if do_sample:
-                next_id = sample_next_token(logits, temperature=temperature, top_k=top_k, rng=rng)
+                next_id = sample_next_token(logits, rng=rng, **sampling)
             else:
                 next_id = int(np.argmax(logits))
             yield next_id
