@@ -1,5 +1,6 @@
-"""Benchmark: our GPT-2 against Hugging Face transformers, same weights, same
-prompt, greedy decoding, batch 1, contenders interleaved on this machine.
+"""Benchmark our GPT-2 against Hugging Face transformers, interleaved, with spreads.
+
+Same weights, same prompt, greedy decoding, batch 1, on this machine.
 
     python -m tools.bench [--json out.json] [--dtype bfloat16] [--device gpu]
     python -m tools.bench --render out.json     (the book's table and plot only)
@@ -609,7 +610,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tools.bench", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--lengths", type=int, nargs="+", default=list(LENGTHS))
+    parser.add_argument(
+        "--lengths",
+        type=int,
+        nargs="+",
+        default=list(LENGTHS),
+        help="numbers of new tokens to time (default 32 128 512)",
+    )
     parser.add_argument("--repeats", type=int, default=5, help="interleaved rounds (default 5)")
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     parser.add_argument(
