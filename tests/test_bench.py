@@ -115,7 +115,7 @@ def test_smoke_run_on_a_tiny_model(tmp_path: Path) -> None:
          "--repeats", "2", "--prefill-length", "32", "--no-cache-max", "2",
          "--bandwidth-repeats", "1", "--bandwidth-mb", "16", "--device", "cpu",
          "--out", str(tmp_path / "book"), "--json", str(out)],
-        cwd=REPO, env=max_runtime.child_env(), capture_output=True, text=True, timeout=900,
+        cwd=REPO, env=max_runtime.child_env(), capture_output=True, text=True, timeout=1800,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     data = json.loads(out.read_text())
