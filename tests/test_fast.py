@@ -90,13 +90,15 @@ def test_too_long_a_request_is_refused(fast) -> None:
 # a relative 2**-9 = 0.2%. Over 2 layers of sums of 64-wide products the
 # rounding errors add up like a random walk; with these weights (std 0.2) the
 # logits are O(10), and we allow 5% of their spread (max |logit - mean|)
-# in absolute error. Measured: about 1-2%.
+# in absolute error (not yet measured on this branch: the test prints nothing
+# for it; a loaded machine kept the bfloat16 compile from finishing).
 BF16_LOGIT_TOLERANCE = 0.05
 # Greedy agreement: the fraction of the first 8 generated tokens that equal
 # float32's, over 8 prompts, counted up to the first divergence (after one
 # differing token the prefixes differ and later tokens cannot be compared).
 # A near-tie between the top two logits flips under bf16 rounding; with
-# random weights such ties are rare. Measured: reported by the test; floor 0.75.
+# random weights such ties are rare. The rate is printed by the test (run
+# with -s); the floor of 0.75 is a first guess, not yet checked against a run.
 BF16_AGREEMENT_FLOOR = 0.75
 
 
