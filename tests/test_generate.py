@@ -74,10 +74,32 @@ def test_sampling_is_reproducible_with_a_seed(checkpoint) -> None:
         (["--prompt", "hi", "--temperature", "0"], "--temperature must be above 0"),
         (["--prompt", "hi", "--temperature", "-1"], "--temperature must be above 0"),
         (["--prompt", "hi", "--top-k", "0"], "--top-k must be at least 1"),
+        (["--prompt", "hi", "--eager", "--dtype", "bfloat16"], "on the CPU in float32"),
+        (["--prompt", "hi", "--steps", "--device", "gpu"], "on the CPU in float32"),
+        (["--prompt", "hi", "--dtype", "float16"], "invalid choice"),
     ],
 )
 def test_bad_arguments_are_usage_errors(args: list[str], phrase: str) -> None:
     assert_clean_error(generate(*args), 2, phrase)
+
+
+def test_bfloat16_runs_and_reports_its_dtype(checkpoint) -> None:
+    _, directory = checkpoint
+    args = ("--weights", str(directory), "--prompt", PROMPT, "--max-new-tokens", "4", "--greedy")
+    result = generate(*args, "--dtype", "bfloat16", "--device", "cpu")
+    assert result.returncode == 0, result.stderr
+    assert "bfloat16 on cpu" in result.stderr
+    assert result.stdout.startswith(PROMPT)
+
+
+def test_gpu_without_an_accelerator_is_a_usage_error(checkpoint) -> None:
+    from max.driver import accelerator_count
+
+    if accelerator_count():
+        pytest.skip("this machine has an accelerator")
+    _, directory = checkpoint
+    result = generate("--weights", str(directory), "--prompt", "hi", "--device", "gpu")
+    assert_clean_error(result, 2, "sees no accelerator")
 
 
 def test_top_k_above_the_vocabulary(checkpoint) -> None:

@@ -1,13 +1,19 @@
-"""Benchmark: our GPT-2 against Hugging Face transformers, same weights, same
-prompt, greedy decoding, one run on this machine.
+"""Benchmark our GPT-2 against Hugging Face transformers, interleaved, with spreads.
 
-    python -m tools.bench            (pixi run bench)
+Same weights, same prompt, greedy decoding, batch 1, on this machine.
 
-Prints tokens/s of transformers (PyTorch, its own KV cache) and of our model
-eager without a cache, compiled without a cache, and compiled with a KV cache,
-each with its ratio to transformers; time to first token and compile time
-apart; the fraction of the memory-bandwidth roofline reached. Writes a plot
-and a Markdown table into docs/src/bench/ for the book.
+    python -m tools.bench [--json out.json] [--dtype bfloat16] [--device gpu]
+    python -m tools.bench --render out.json     (the book's table and plot only)
+
+Each round runs every contender once per length, in a rotating order (A B C,
+then B C A, ...), so that whatever else the machine does lands on all of them;
+after a warm-up, --repeats rounds give a tokens/s sample per contender and
+length, and each round gives a ratio to transformers from runs seconds apart.
+Reported: the median ratio with its spread (min-max and quartiles), time to
+first token, prefill throughput on a 512-token prompt, compile times, the
+machine's load while it ran, and the memory-bandwidth ceiling. --json writes
+every figure; the Markdown table and the plot in docs/src/bench/ are rendered
+from the same data.
 
 Weights are GPT-2 124M's shapes with random N(0, 0.02) values: the speed does
 not depend on the values, and nothing has to be downloaded.
@@ -17,13 +23,15 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import json
 import os
 import platform
+import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -34,60 +42,69 @@ REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "docs" / "src" / "bench"
 LENGTHS = (32, 128, 512)
 PROMPT_LENGTH = 16
+PREFILL_LENGTH = 512
 GPT2_124M = dict(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12)
+BASELINE = "transformers"
+# Load above this fraction of the cores, or other processes using more than
+# this fraction of the CPU time while we measure: the machine is busy.
+BUSY_FRACTION = 0.25
 
 
 @dataclass
-class Row:
+class Contender:
+    """Something that generates: `generate(prompt, n)` returns n token ids."""
+
+    key: str
     name: str
-    tokens_per_s: dict[int, float] = field(default_factory=dict)
-    first_token_s: float | None = None
-    note: str = ""
+    generate: Callable[[list[int], int], list[int]]
+    compile_s: float | None = None
+    max_length: int | None = None  # longer runs are skipped (quadratic models)
 
 
-def timed_tokens(tokens: Iterator[int], count: int) -> tuple[float, float]:
-    """(tokens/s over `count` tokens, seconds to the first one)."""
-    started = time.perf_counter()
-    first = None
-    for index, _ in enumerate(tokens):
-        first = first or time.perf_counter() - started
-        if index + 1 == count:
-            break
-    return count / (time.perf_counter() - started), first or 0.0
+# --- statistics (pure: tests/test_bench.py checks them) ------------------------
 
 
-def read_bandwidth(megabytes: int = 1024, repeats: int = 5) -> float:
-    """Bytes/s this machine reads from memory: a sum over a large array, on
-    every core (torch's reduction is multithreaded; NumPy's is not)."""
-    import torch
+def summary(samples: Sequence[float]) -> dict:
+    """Median, min, max and quartiles of a sample (and the sample itself)."""
+    values = sorted(float(v) for v in samples)
+    if not values:
+        raise ValueError("no samples to summarize")
+    if len(values) > 1:
+        q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    else:
+        q1 = q3 = values[0]
+    return dict(
+        median=statistics.median(values),
+        min=values[0],
+        max=values[-1],
+        q1=q1,
+        q3=q3,
+        n=len(values),
+        samples=[float(v) for v in samples],
+    )
 
-    data = torch.ones(megabytes * 2**20 // 4, dtype=torch.float32)
-    data.sum()
-    best = min(_time(lambda: data.sum()) for _ in range(repeats))
-    return data.numel() * 4 / best
+
+def round_orders(keys: Sequence[str], rounds: int) -> list[list[str]]:
+    """The order of the contenders in each round: rotated by one each round,
+    so none always runs first or right after another particular one."""
+    keys = list(keys)
+    return [keys[r % len(keys) :] + keys[: r % len(keys)] for r in range(rounds)]
 
 
-def _time(fn: Callable[[], object]) -> float:
-    started = time.perf_counter()
-    fn()
-    return time.perf_counter() - started
+def paired_ratios(ours: Sequence[float], theirs: Sequence[float]) -> list[float]:
+    """Round-by-round ratios of two tokens/s samples measured in the same rounds."""
+    if len(ours) != len(theirs):
+        raise ValueError(f"samples from different rounds: {len(ours)} vs {len(theirs)}")
+    return [a / b for a, b in zip(ours, theirs, strict=True)]
 
 
-def bench_transformers(hf_model, prompt: list[int], lengths) -> Row:
-    import torch
+def format_spread(stats: dict, unit: str = "", digits: int = 2) -> str:
+    """'1.34x (1.28-1.40)': the median, then min-max."""
+    f = f"{{:.{digits}f}}"
+    return f"{f.format(stats['median'])}{unit} ({f.format(stats['min'])}-{f.format(stats['max'])})"
 
-    row = Row("transformers (PyTorch, KV cache)")
-    ids = torch.tensor([prompt])
-    with torch.no_grad():
-        hf_model.generate(ids, max_new_tokens=4, do_sample=False)  # warm-up
-        for length in lengths:
-            started = time.perf_counter()
-            hf_model.generate(ids, max_new_tokens=length, min_new_tokens=length, do_sample=False)
-            row.tokens_per_s[length] = length / (time.perf_counter() - started)
-        started = time.perf_counter()
-        hf_model.generate(ids, max_new_tokens=1, do_sample=False)
-        row.first_token_s = time.perf_counter() - started
-    return row
+
+# --- the machine --------------------------------------------------------------
 
 
 def machine_line() -> str:
@@ -95,155 +112,549 @@ def machine_line() -> str:
         f"{name} {importlib.metadata.version(name)}"
         for name in ("max", "torch", "transformers", "numpy")
     )
-    return (
-        f"{platform.machine()} {platform.processor() or platform.system()}, "
-        f"{os.cpu_count()} cores, Python {platform.python_version()}, {versions}"
+    return f"{cpu_name()}, {os.cpu_count()} cores, Python {platform.python_version()}, {versions}"
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return f"{platform.machine()} {platform.processor() or platform.system()}"
+
+
+def cpu_times() -> tuple[float, float] | None:
+    """(seconds of CPU time used by every process, by this one) so far; None
+    where /proc/stat is missing."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    except OSError:
+        return None
+    ticks = os.sysconf("SC_CLK_TCK")
+    user, nice, system = (int(v) for v in fields[:3])
+    irq = sum(int(v) for v in fields[5:8])
+    ours = os.times()
+    return (user + nice + system + irq) / ticks, ours.user + ours.system
+
+
+class LoadMonitor:
+    """Load average at the start and end, and the CPU share of *other*
+    processes over the measured span (/proc/stat minus our own CPU time)."""
+
+    def __init__(self) -> None:
+        self.load_before = os.getloadavg()
+        self.times = cpu_times()
+        self.started = time.perf_counter()
+
+    def finish(self) -> dict:
+        cores = os.cpu_count() or 1
+        elapsed = time.perf_counter() - self.started
+        other = None
+        now = cpu_times()
+        if now is not None and self.times is not None and elapsed > 0:
+            busy = (now[0] - self.times[0]) - (now[1] - self.times[1])
+            other = max(0.0, busy / (elapsed * cores))
+        load_after = os.getloadavg()
+        return dict(
+            cores=cores,
+            loadavg_before=list(self.load_before),
+            loadavg_after=list(load_after),
+            other_processes_cpu_fraction=other,
+            busy=is_busy(self.load_before[0], other, cores),
+        )
+
+
+def is_busy(load_1min: float, other_fraction: float | None, cores: int) -> bool:
+    """Busy: other processes used over BUSY_FRACTION of the CPU while we ran,
+    or (when that cannot be told) the load average exceeded that share of the
+    cores before we started."""
+    if other_fraction is not None:
+        return other_fraction > BUSY_FRACTION
+    return load_1min > BUSY_FRACTION * cores
+
+
+def read_bandwidth(megabytes: int = 1024, best_of: int = 5, repeats: int = 5) -> dict:
+    """Bytes/s this machine reads from memory: a sum over a 1 GiB float32
+    array on every core (torch's reduction is multithreaded). One sample is
+    the best of `best_of` sums (the least disturbed); `repeats` samples give
+    a median and a spread."""
+    import torch
+
+    data = torch.ones(megabytes * 2**20 // 4, dtype=torch.float32)
+    data.sum()
+    samples = []
+    for _ in range(repeats):
+        best = min(_seconds(data.sum) for _ in range(best_of))
+        samples.append(data.numel() * 4 / best / 1e9)
+    return dict(
+        summary(samples), method=f"best of {best_of} sums of {megabytes} MiB, {repeats} times"
     )
 
 
-def format_table(rows: list[Row], lengths, baseline: Row) -> str:
-    header = "| model | " + " | ".join(f"{n} tokens" for n in lengths) + " | first token |"
-    lines = [header, "|---" * (len(lengths) + 2) + "|"]
-    for row in rows:
-        cells = []
+def _seconds(fn: Callable[..., object], *args: object) -> float:
+    started = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - started
+
+
+# --- contenders ---------------------------------------------------------------
+
+
+def transformers_contender(hf_model, key: str, name: str, device: str) -> Contender:
+    import torch
+
+    torch_device = "cuda" if device == "gpu" else "cpu"
+    hf_model = hf_model.to(torch_device)
+
+    def generate(prompt: list[int], count: int) -> list[int]:
+        ids = torch.tensor([prompt], device=torch_device)
+        with torch.no_grad():
+            out = hf_model.generate(
+                ids, max_new_tokens=count, min_new_tokens=count, do_sample=False
+            )
+        if torch_device == "cuda":
+            torch.cuda.synchronize()
+        return out[0, len(prompt) :].tolist()
+
+    return Contender(key, name, generate)
+
+
+def ours_contenders(directory: Path, dtype_name: str, device_name: str, no_cache_max: int):
+    """The fast model (tools/fast_gpt2), and on the CPU in float32 the
+    tutorial's step 17 (compiled, KV cache) and step 16 (compiled, no cache)."""
+    from tools import fast_gpt2
+
+    device = fast_gpt2.device_from_name(device_name)
+    dtype = fast_gpt2.DTYPES[dtype_name]
+    contenders = []
+    started = time.perf_counter()
+    fast = fast_gpt2.FastGenerator(fast_gpt2.load(directory, dtype=dtype, device=device))
+    contenders.append(
+        Contender(
+            "fast",
+            f"ours, fast (tools/fast_gpt2, {dtype_name})",
+            lambda prompt, n: list(fast.generate(prompt, n)),
+            time.perf_counter() - started,
+        )
+    )
+    if dtype_name == "float32" and device_name == "cpu":
+        from solutions.solution_14 import generate_tokens
+        from solutions.solution_15 import load_pretrained
+        from solutions.solution_16 import compile_model
+        from solutions.solution_17 import CachedGPT2LMHeadModel, compile_cached, generate_cached
+
+        cached = load_pretrained(directory, CachedGPT2LMHeadModel)
+        started = time.perf_counter()
+        forward = compile_cached(cached)
+        contenders.append(
+            Contender(
+                "step17",
+                "ours, tutorial step 17 (compiled, KV cache)",
+                lambda prompt, n: list(generate_cached(forward, cached.config, prompt, n)),
+                time.perf_counter() - started,
+            )
+        )
+        if no_cache_max > 0:
+            plain = load_pretrained(directory)
+            started = time.perf_counter()
+            compiled = compile_model(plain)
+            contenders.append(
+                Contender(
+                    "step16",
+                    "ours, tutorial step 16 (compiled, no cache)",
+                    lambda prompt, n: list(generate_tokens(compiled, prompt, n)),
+                    time.perf_counter() - started,
+                    max_length=no_cache_max,
+                )
+            )
+    return contenders
+
+
+# --- where the time goes: the decode graphs' operations ------------------------
+
+
+def decode_graph_ops(config: dict) -> dict:
+    """Operations in the one-token (decode) graph of step 17 and of the fast
+    model, counted by kind in the traced MLIR (traced, not compiled: cheap).
+    Constants and weight references are not counted: they do no work."""
+    import re
+    from collections import Counter
+
+    from max.driver import CPU
+    from max.dtype import DType
+    from max.experimental import functional as F
+    from max.graph import BufferType, TensorType
+
+    from solutions.solution_01 import GPT2Config
+    from solutions.solution_17 import CachedGPT2LMHeadModel
+    from tools.fast_gpt2 import FastGPT2
+
+    gpt2 = GPT2Config(**config)
+    head_dim = gpt2.n_embd // gpt2.n_head
+    cache = [gpt2.n_layer, 1, gpt2.n_head, "past", head_dim]
+    token = TensorType(DType.int64, [1, 1], device=CPU())
+    with F.lazy():
+        step17, fast = CachedGPT2LMHeadModel(gpt2), FastGPT2(gpt2)
+    tensor_cache = TensorType(DType.float32, cache, device=CPU())
+    buffer = BufferType(DType.float32, [*cache[:3], gpt2.n_positions, head_dim], device=CPU())
+    staged = {
+        "step17": step17.trace(token, tensor_cache, tensor_cache),
+        "fast": fast.trace(token, buffer, buffer, TensorType(DType.int64, [1], device=CPU())),
+    }
+    counts = {}
+    for key, graph in staged.items():
+        ops = Counter(
+            op.removeprefix("rmo.").removeprefix("mo.")
+            for op in re.findall(r"= \"?((?:rmo|mo)\.[a-z_.]+)", str(graph))
+        )
+        for free in ("constant", "constant.external", "chain.create"):
+            ops.pop(free, None)
+        counts[key] = dict(ops.most_common())
+    return counts
+
+
+# --- measuring ----------------------------------------------------------------
+
+
+def measure(
+    contenders: list[Contender],
+    prompt: list[int],
+    long_prompt: list[int],
+    lengths: Sequence[int],
+    repeats: int,
+    log: Callable[[str], None] = print,
+) -> dict:
+    """Interleaved rounds: tokens/s per contender and length, first-token
+    latency (the short prompt, one token) and prefill throughput (the long
+    prompt, one token), each a list of `repeats` samples."""
+    by_key = {c.key: c for c in contenders}
+    tokens_per_s = {c.key: {n: [] for n in lengths} for c in contenders}
+    first_token = {c.key: [] for c in contenders}
+    prefill = {c.key: [] for c in contenders}
+    for contender in contenders:  # warm-up: not timed
+        contender.generate(prompt, 2)
+        contender.generate(long_prompt, 1)
+    for round_index, order in enumerate(round_orders([c.key for c in contenders], repeats)):
+        for key in order:
+            contender = by_key[key]
+            first_token[key].append(_seconds(contender.generate, prompt, 1))
+            prefill[key].append(len(long_prompt) / _seconds(contender.generate, long_prompt, 1))
         for n in lengths:
-            if n in row.tokens_per_s:
-                ratio = row.tokens_per_s[n] / baseline.tokens_per_s[n]
-                cells.append(f"{row.tokens_per_s[n]:.2f} tok/s ({ratio:.2f}x)")
-            else:
-                cells.append("not run")
-        first = f"{row.first_token_s * 1000:.0f} ms" if row.first_token_s is not None else "-"
-        name = row.name + (f" [{row.note}]" if row.note else "")
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {first} |")
+            for key in order:
+                contender = by_key[key]
+                if contender.max_length is not None and n > contender.max_length:
+                    continue
+                tokens_per_s[key][n].append(n / _seconds(contender.generate, prompt, n))
+        log(
+            f"round {round_index + 1}/{repeats}: "
+            + "; ".join(
+                f"{key} "
+                + " ".join(
+                    f"{tokens_per_s[key][n][-1]:.1f}" for n in lengths if tokens_per_s[key][n]
+                )
+                for key in order
+            )
+            + " tok/s"
+        )
+    return dict(tokens_per_s=tokens_per_s, first_token=first_token, prefill=prefill)
+
+
+def results_from(
+    contenders: list[Contender], raw: dict, lengths: Sequence[int], baselines: Sequence[str]
+) -> tuple[dict, dict]:
+    """Summaries per contender, and paired ratios of each of ours to each baseline."""
+    per_contender = {}
+    for c in contenders:
+        per_contender[c.key] = dict(
+            name=c.name,
+            compile_s=c.compile_s,
+            tokens_per_s={
+                str(n): summary(raw["tokens_per_s"][c.key][n])
+                for n in lengths
+                if raw["tokens_per_s"][c.key][n]
+            },
+            first_token_s=summary(raw["first_token"][c.key]),
+            prefill_tokens_per_s=summary(raw["prefill"][c.key]),
+        )
+    ratios = {}
+    for c in contenders:
+        if c.key in baselines:
+            continue
+        for base in baselines:
+            ratios[f"{c.key}/{base}"] = {
+                str(n): summary(
+                    paired_ratios(raw["tokens_per_s"][c.key][n], raw["tokens_per_s"][base][n])
+                )
+                for n in lengths
+                if raw["tokens_per_s"][c.key][n]
+            }
+    return per_contender, ratios
+
+
+def run(args: argparse.Namespace) -> dict:
+    import torch
+
+    from tests.fixtures import hf_model
+    from tools import fast_gpt2
+
+    torch.set_num_threads(os.cpu_count() or 1)
+    device = args.device or fast_gpt2.default_device_name()
+    lengths = tuple(args.lengths)
+    config = dict(GPT2_124M, **(args.config or {}))
+    print(f"Machine: {machine_line()}; device {device}, dtype {args.dtype}", flush=True)
+    hf = hf_model(**config)
+    rng = np.random.default_rng(0)
+    prompt = rng.integers(0, config["vocab_size"], PROMPT_LENGTH).tolist()
+    prefill_length = min(args.prefill_length, config["n_positions"] - 1)
+    long_prompt = rng.integers(0, config["vocab_size"], prefill_length).tolist()
+    if max(lengths) + PROMPT_LENGTH > config["n_positions"]:
+        raise SystemExit(
+            f"error: --lengths up to {max(lengths)} + a {PROMPT_LENGTH}-token prompt exceed "
+            f"the context ({config['n_positions']})."
+        )
+
+    print(f"Load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores", flush=True)
+    bandwidth = read_bandwidth(args.bandwidth_mb, repeats=args.bandwidth_repeats)
+    print(f"Memory read bandwidth: {format_spread(bandwidth, ' GB/s', 1)}", flush=True)
+
+    with tempfile.TemporaryDirectory() as directory:
+        hf.save_pretrained(directory)
+        ours = ours_contenders(Path(directory), args.dtype, device, args.no_cache_max)
+    contenders = [transformers_contender(hf, BASELINE, "transformers (PyTorch, float32)", device)]
+    baselines = [BASELINE]
+    if args.dtype == "bfloat16":
+        hf16 = hf_model(**config).to(torch.bfloat16)
+        contenders.append(
+            transformers_contender(
+                hf16, "transformers-bf16", "transformers (PyTorch, bfloat16)", device
+            )
+        )
+        baselines.append("transformers-bf16")
+    contenders += ours
+    for c in ours:
+        print(f"compile {c.key}: {c.compile_s:.1f} s", flush=True)
+
+    monitor = LoadMonitor()
+    raw = measure(contenders, prompt, long_prompt, lengths, args.repeats)
+    load = monitor.finish()
+    per_contender, ratios = results_from(contenders, raw, lengths, baselines)
+    weight_count = sum(
+        int(np.prod(p.shape)) for name, p in hf.named_parameters() if name != "lm_head.weight"
+    )
+    bytes_per_weight = 2 if args.dtype == "bfloat16" else 4
+    return dict(
+        machine=machine_line(),
+        device=device,
+        dtype=args.dtype,
+        config=config,
+        batch=1,
+        prompt_length=PROMPT_LENGTH,
+        prefill_length=prefill_length,
+        lengths=list(lengths),
+        repeats=args.repeats,
+        load=load,
+        bandwidth_gb_s=bandwidth,
+        weight_bytes=weight_count * bytes_per_weight,
+        roofline_tokens_per_s=bandwidth["median"] * 1e9 / (weight_count * bytes_per_weight),
+        contenders=per_contender,
+        ratios=ratios,
+        decode_ops=decode_graph_ops(config),
+    )
+
+
+# --- reporting (from the JSON data only) ----------------------------------------
+
+
+def format_report(data: dict) -> str:
+    """The Markdown the book includes: machine, load, table, ratios, ceiling."""
+    lengths = data["lengths"]
+    load = data["load"]
+    other = load["other_processes_cpu_fraction"]
+    lines = [
+        f"Machine: {data['machine']}. Device: {data['device']}, weights in {data['dtype']}, "
+        f"batch {data['batch']}, {data['prompt_length']}-token prompt, greedy; "
+        f"{data['repeats']} interleaved rounds after a warm-up.",
+        "",
+        f"Load while measuring: load average {load['loadavg_before'][0]:.2f} before, "
+        f"{load['loadavg_after'][0]:.2f} after"
+        + (f", other processes used {other:.0%} of the CPU" if other is not None else "")
+        + (" (**busy machine: figures are noisy**)" if load["busy"] else "")
+        + ".",
+        "",
+        "| model | "
+        + " | ".join(f"{n} tokens" for n in lengths)
+        + f" | first token | prefill ({data['prefill_length']} tokens) | compile |",
+        "|---" * (len(lengths) + 4) + "|",
+    ]
+    for contender in data["contenders"].values():
+        cells = [
+            format_spread(contender["tokens_per_s"][str(n)], " tok/s", 1)
+            if str(n) in contender["tokens_per_s"]
+            else "not run"
+            for n in lengths
+        ]
+        first = contender["first_token_s"]
+        compile_s = contender["compile_s"]
+        lines.append(
+            f"| {contender['name']} | "
+            + " | ".join(cells)
+            + f" | {first['median'] * 1000:.0f} ms ({first['min'] * 1000:.0f}-{first['max'] * 1000:.0f})"
+            + f" | {format_spread(contender['prefill_tokens_per_s'], ' tok/s', 0)}"
+            + f" | {f'{compile_s:.1f} s' if compile_s is not None else '-'} |"
+        )
+    lines += [
+        "",
+        "Median ratio of tokens/s, paired round by round (min-max over the rounds; "
+        "quartiles in the JSON):",
+        "",
+        "| ratio | " + " | ".join(f"{n} tokens" for n in lengths) + " |",
+        "|---" * (len(lengths) + 1) + "|",
+    ]
+    for pair, per_length in data["ratios"].items():
+        ours, base = pair.split("/")
+        name = f"{data['contenders'][ours]['name']} / {data['contenders'][base]['name']}"
+        cells = [
+            format_spread(per_length[str(n)], "x") if str(n) in per_length else "-" for n in lengths
+        ]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    bandwidth = data["bandwidth_gb_s"]
+    best = (
+        max(
+            max(s["median"] for s in c["tokens_per_s"].values())
+            for key, c in data["contenders"].items()
+            if key == "fast"
+        )
+        if "fast" in data["contenders"]
+        else None
+    )
+    lines += [
+        "",
+        f"Memory read bandwidth {format_spread(bandwidth, ' GB/s', 1)} ({bandwidth['method']}); "
+        f"{data['weight_bytes'] / 1e6:.0f} MB of {data['dtype']} weights read per token give a "
+        f"ceiling of {data['roofline_tokens_per_s']:.0f} tokens/s"
+        + (
+            f"; the fast model reaches {best:.1f} tokens/s, "
+            f"{best / data['roofline_tokens_per_s']:.0%} of it."
+            if best
+            else "."
+        ),
+        "",
+    ]
     return "\n".join(lines)
 
 
-def plot(rows: list[Row], path: Path) -> None:
+def format_profile(data: dict) -> str:
+    """The decode graphs' operations by kind, step 17 against the fast model."""
+    ops = data.get("decode_ops")
+    if not ops:
+        return "(this benchmark data has no operation counts)\n"
+    kinds = sorted(set(ops["step17"]) | set(ops["fast"]), key=lambda k: -ops["step17"].get(k, 0))
+    lines = [
+        f"Operations in the one-token (decode) graph, {data['config']['n_layer']} layers "
+        "(constants and weight references left out):",
+        "",
+        "| operation | step 17 | fast |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {k} | {ops['step17'].get(k, 0)} | {ops['fast'].get(k, 0)} |" for k in kinds]
+    lines.append(
+        f"| **total** | **{sum(ops['step17'].values())}** | **{sum(ops['fast'].values())}** |"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def plot(data: dict, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(figsize=(7, 4))
-    for row in rows:
-        lengths = sorted(row.tokens_per_s)
-        if len(lengths) > 1:
-            axes.plot(lengths, [row.tokens_per_s[n] for n in lengths], marker="o", label=row.name)
-        elif lengths:
-            axes.scatter(lengths, [row.tokens_per_s[lengths[0]]], label=row.name)
+    for contender in data["contenders"].values():
+        lengths = sorted(int(n) for n in contender["tokens_per_s"])
+        stats = [contender["tokens_per_s"][str(n)] for n in lengths]
+        medians = [s["median"] for s in stats]
+        errors = [
+            [m - s["min"] for m, s in zip(medians, stats, strict=True)],
+            [s["max"] - m for m, s in zip(medians, stats, strict=True)],
+        ]
+        axes.errorbar(lengths, medians, yerr=errors, marker="o", capsize=3, label=contender["name"])
+    axes.axhline(
+        data["roofline_tokens_per_s"], color="grey", linestyle="--", label="bandwidth ceiling"
+    )
     axes.set_xscale("log", base=2)
     axes.set_xlabel("generated tokens")
-    axes.set_ylabel("tokens / s")
-    axes.set_title("GPT-2 124M shapes, float32, batch 1, greedy")
-    axes.legend(fontsize=8)
+    axes.set_ylabel("tokens / s (median, min-max)")
+    axes.set_title(f"GPT-2 124M shapes, {data['dtype']}, batch 1, greedy, {data['device']}")
+    axes.legend(fontsize=7)
     axes.grid(alpha=0.3)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
+    plt.close(figure)
 
 
-def run(lengths: tuple[int, ...], eager_tokens: int, no_cache_max: int, out: Path) -> str:
-    import torch
-
-    from solutions.solution_14 import generate_tokens
-    from solutions.solution_15 import load_pretrained
-    from solutions.solution_16 import compile_model
-    from solutions.solution_17 import CachedGPT2LMHeadModel, compile_cached, generate_cached
-    from tests.fixtures import hf_model
-
-    torch.set_num_threads(os.cpu_count() or 1)
-    print(f"Machine: {machine_line()}", flush=True)
-    hf = hf_model(**GPT2_124M)
-    prompt = np.random.default_rng(0).integers(0, GPT2_124M["vocab_size"], PROMPT_LENGTH).tolist()
-    with tempfile.TemporaryDirectory() as directory:
-        hf.save_pretrained(directory)
-        plain = load_pretrained(Path(directory))
-        cached = load_pretrained(Path(directory), CachedGPT2LMHeadModel)
-    config = plain.config
-
-    bandwidth = read_bandwidth()
-    weight_bytes = sum(
-        int(np.prod([int(d) for d in t.shape])) * 4
-        for _, t in plain.parameters
-        if _ != "lm_head.weight"
-    )  # tied: the same bytes as wte
-    roofline = bandwidth / weight_bytes
-    print(
-        f"Memory read bandwidth {bandwidth / 1e9:.1f} GB/s; weights {weight_bytes / 1e6:.0f} MB "
-        f"-> roofline {roofline:.1f} tokens/s",
-        flush=True,
-    )
-
-    baseline = bench_transformers(hf, prompt, lengths)
-    print(
-        f"transformers: { {n: round(v, 2) for n, v in baseline.tokens_per_s.items()} }", flush=True
-    )
-
-    started = time.perf_counter()
-    compiled_plain = compile_model(plain)
-    compile_plain_s = time.perf_counter() - started
-    started = time.perf_counter()
-    compiled_cached = compile_cached(cached)
-    compile_cached_s = time.perf_counter() - started
-    print(
-        f"compile: {compile_plain_s:.1f} s (no cache), {compile_cached_s:.1f} s (cache, 2 graphs)",
-        flush=True,
-    )
-
-    rows = [baseline]
-    row = Row("ours, compiled, KV cache")
-    list(generate_cached(compiled_cached, config, prompt, 2))  # warm-up
-    for n in lengths:
-        row.tokens_per_s[n], first = timed_tokens(
-            generate_cached(compiled_cached, config, prompt, n), n
-        )
-        row.first_token_s = first
-    rows.append(row)
-
-    row = Row("ours, compiled, no cache")
-    for n in (n for n in lengths if n <= no_cache_max):
-        row.tokens_per_s[n], row.first_token_s = timed_tokens(
-            generate_tokens(compiled_plain, prompt, n), n
-        )
-    rows.append(row)
-
-    row = Row("ours, eager, no cache", note=f"measured over {eager_tokens} tokens")
-    rate, row.first_token_s = timed_tokens(
-        generate_tokens(plain, prompt, eager_tokens), eager_tokens
-    )
-    row.tokens_per_s[lengths[0]] = rate
-    rows.append(row)
-
-    table = format_table(rows, lengths, baseline)
-    best = max(rows[1].tokens_per_s.values())
-    summary = (
-        f"Machine: {machine_line()}.\n\n{table}\n\n"
-        f"Compile time: {compile_plain_s:.1f} s without cache, {compile_cached_s:.1f} s with cache "
-        f"(two graphs; a machine's first compile takes minutes, later ones read MAX's cache).\n"
-        f"Memory read bandwidth {bandwidth / 1e9:.1f} GB/s and {weight_bytes / 1e6:.0f} MB of float32 "
-        f"weights per token give a roofline of {roofline:.1f} tokens/s; the cached compiled model "
-        f"reaches {best:.1f} tokens/s, {best / roofline:.0%} of it.\n"
-    )
+def render(data: dict, out: Path) -> str:
+    """Write the book's table (results.md) and plot from the benchmark data."""
+    report = format_report(data)
     out.mkdir(parents=True, exist_ok=True)
-    plot(rows, out / "tokens_per_second.png")
-    (out / "results.md").write_text(summary)
-    return summary
+    (out / "results.md").write_text(report)
+    (out / "profile.md").write_text(format_profile(data))
+    plot(data, out / "tokens_per_second.png")
+    (out / "results.json").write_text(json.dumps(data, indent=1) + "\n")
+    return report
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tools.bench", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--lengths", type=int, nargs="+", default=list(LENGTHS))
-    parser.add_argument("--eager-tokens", type=int, default=4, help="eager is slow: time this many")
+    parser.add_argument(
+        "--lengths",
+        type=int,
+        nargs="+",
+        default=list(LENGTHS),
+        help="numbers of new tokens to time (default 32 128 512)",
+    )
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved rounds (default 5)")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    parser.add_argument(
+        "--device", choices=["cpu", "gpu"], default=None, help="default: gpu when MAX sees one"
+    )
+    parser.add_argument("--json", type=Path, help="write every figure to this JSON file")
+    parser.add_argument(
+        "--out", type=Path, default=OUT, help="where the book's table and plot go (docs/src/bench)"
+    )
+    parser.add_argument("--no-book", action="store_true", help="do not write the table and plot")
+    parser.add_argument(
+        "--render",
+        type=Path,
+        metavar="JSON",
+        help="only render the table and plot from a JSON file",
+    )
     parser.add_argument(
         "--no-cache-max",
         type=int,
-        default=128,
-        help="longest run for the no-cache compiled model (it is quadratic)",
+        default=32,
+        help="longest run of step 16's model without a cache (it is quadratic; 0 skips it)",
     )
-    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--prefill-length", type=int, default=PREFILL_LENGTH)
+    parser.add_argument("--bandwidth-repeats", type=int, default=5)
+    parser.add_argument("--bandwidth-mb", type=int, default=1024, help=argparse.SUPPRESS)
+    parser.add_argument("--config", type=json.loads, help=argparse.SUPPRESS)  # tests: tiny shapes
     args = parser.parse_args(argv)
+    if args.repeats < 1 or min(args.lengths) < 1:
+        parser.error("--repeats and --lengths must be at least 1")
     max_runtime.prepare()
+    if args.render is not None:
+        try:
+            data = json.loads(args.render.read_text())
+        except (OSError, json.JSONDecodeError) as error:
+            print(f"error: cannot read {args.render}: {error}", file=sys.stderr)
+            return 2
+        print(render(data, args.out))
+        return 0
     try:
         import torch  # noqa: F401
         import transformers  # noqa: F401
@@ -255,10 +666,24 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     try:
-        print(run(tuple(args.lengths), args.eager_tokens, args.no_cache_max, args.out))
+        data = run(args)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("\nInterrupted.", file=sys.stderr)
         return 130
+    report = render(data, args.out) if not args.no_book else format_report(data)
+    print(report)
+    if data["load"]["busy"]:
+        print(
+            "warning: the machine was busy while measuring (see the load line); the ratios "
+            "are paired round by round, but rerun on a quiet machine for figures to publish.",
+            file=sys.stderr,
+        )
+    if args.json is not None:
+        args.json.write_text(json.dumps(data, indent=1) + "\n")
+        print(f"Wrote {args.json}")
     return 0
 
 

@@ -67,7 +67,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--eager",
         action="store_true",
         help="run eagerly, recomputing the whole sequence for every token (slow); by default "
-        "the model is compiled and keeps a KV cache",
+        "the model is compiled and keeps a KV cache (tools/fast_gpt2)",
+    )
+    parser.add_argument(
+        "--device",
+        choices=["cpu", "gpu"],
+        default=None,
+        help="where the model runs (default: gpu when MAX sees an accelerator, else cpu)",
+    )
+    parser.add_argument(
+        "--dtype",
+        choices=["float32", "bfloat16"],
+        default="float32",
+        help="the weights' type (default float32; bfloat16 halves the bytes read per token)",
     )
     return parser.parse_args(argv)
 
@@ -86,6 +98,11 @@ def validate(args: argparse.Namespace) -> None:
         )
     if not args.greedy and args.top_k is not None and args.top_k < 1:
         raise UsageError(f"--top-k must be at least 1, not {args.top_k}.")
+    if (args.eager or args.steps) and (args.device == "gpu" or args.dtype != "float32"):
+        raise UsageError(
+            "--eager and --steps run the tutorial's model on the CPU in float32; "
+            "drop --device gpu / --dtype bfloat16, or drop --eager / --steps."
+        )
 
 
 def checkpoint_directory(args: argparse.Namespace) -> Path:
@@ -186,11 +203,21 @@ def eager_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str], o
 
 
 def compiled_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str], object]:
-    """The compiled model with a KV cache (steps 16-17)."""
+    """The compiled model with a KV cache: steps 16-17's ideas, run by
+    tools/fast_gpt2 (a cache written in place; any device and dtype)."""
     from solutions.solution_14 import decode_stream
-    from solutions.solution_17 import CachedGPT2LMHeadModel, compile_cached, generate_cached
+    from solutions.solution_15 import CheckpointError
+    from tools import fast_gpt2
 
-    model, config = load_model(directory, CachedGPT2LMHeadModel)
+    try:
+        device = fast_gpt2.device_from_name(args.device or fast_gpt2.default_device_name())
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    try:
+        model = fast_gpt2.load(directory, dtype=fast_gpt2.DTYPES[args.dtype], device=device)
+    except CheckpointError as error:
+        raise Failure(f"Cannot use the checkpoint in {directory}: {error}") from None
+    config = model.config
     check_fits(args, tokenizer, config, cached=True)
     print(
         "Compiling the model (the first time on a machine: a few minutes; then seconds)...",
@@ -198,11 +225,13 @@ def compiled_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str]
         flush=True,
     )
     started = time.perf_counter()
-    forward = compile_cached(model)
-    print(f"Compiled in {time.perf_counter() - started:.1f} s.\n", file=sys.stderr, flush=True)
-    tokens = generate_cached(
-        forward, config, tokenizer.encode(args.prompt), args.max_new_tokens, **sampling
+    generator = fast_gpt2.FastGenerator(model)
+    print(
+        f"Compiled in {time.perf_counter() - started:.1f} s ({args.dtype} on {device.label}).\n",
+        file=sys.stderr,
+        flush=True,
     )
+    tokens = generator.generate(tokenizer.encode(args.prompt), args.max_new_tokens, **sampling)
     return decode_stream(tokenizer, tokens), config
 
 

@@ -1,0 +1,130 @@
+"""tools/bench: the statistics and JSON layer (no timing assertions), and a
+smoke run of the whole benchmark on a tiny model."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tools import bench, max_runtime
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = '{"vocab_size": 300, "n_positions": 64, "n_embd": 64, "n_layer": 2, "n_head": 4}'
+
+
+def test_summary_gives_median_spread_and_quartiles() -> None:
+    stats = bench.summary([5.0, 1.0, 3.0, 2.0, 4.0])
+    assert (stats["median"], stats["min"], stats["max"]) == (3.0, 1.0, 5.0)
+    assert (stats["q1"], stats["q3"], stats["n"]) == (2.0, 4.0, 5)
+    assert stats["samples"] == [5.0, 1.0, 3.0, 2.0, 4.0]  # in measurement order
+    assert bench.summary([7.0])["q1"] == bench.summary([7.0])["q3"] == 7.0
+    with pytest.raises(ValueError):
+        bench.summary([])
+
+
+def test_rounds_rotate_so_no_contender_always_goes_first() -> None:
+    orders = bench.round_orders(["a", "b", "c"], 4)
+    assert orders == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]]
+    assert all(sorted(order) == ["a", "b", "c"] for order in orders)
+
+
+def test_ratios_are_paired_round_by_round() -> None:
+    assert bench.paired_ratios([10.0, 30.0], [5.0, 10.0]) == [2.0, 3.0]
+    with pytest.raises(ValueError):
+        bench.paired_ratios([1.0], [1.0, 2.0])
+
+
+def test_busy_uses_other_processes_cpu_when_known() -> None:
+    assert bench.is_busy(0.0, 0.5, 2) and not bench.is_busy(9.0, 0.05, 2)
+    assert bench.is_busy(1.0, None, 2) and not bench.is_busy(0.1, None, 2)
+
+
+def fake_data() -> dict:
+    """What run() returns, with made-up samples: the report reads only this."""
+    raw = dict(
+        tokens_per_s={
+            "transformers": {32: [10.0, 12.0, 11.0], 128: [9.0, 9.0, 9.0]},
+            "fast": {32: [20.0, 18.0, 22.0], 128: [18.0, 18.0, 18.0]},
+        },
+        first_token={"transformers": [0.05] * 3, "fast": [0.04] * 3},
+        prefill={"transformers": [900.0] * 3, "fast": [1500.0] * 3},
+    )
+    contenders = [
+        bench.Contender("transformers", "transformers (PyTorch, float32)", None),
+        bench.Contender("fast", "ours, fast", None, compile_s=3.0),
+    ]
+    per_contender, ratios = bench.results_from(contenders, raw, (32, 128), ["transformers"])
+    return dict(
+        machine="test machine",
+        device="cpu",
+        dtype="float32",
+        batch=1,
+        prompt_length=16,
+        prefill_length=512,
+        lengths=[32, 128],
+        repeats=3,
+        load=dict(
+            cores=2,
+            loadavg_before=[0.1, 0, 0],
+            loadavg_after=[0.2, 0, 0],
+            other_processes_cpu_fraction=0.4,
+            busy=True,
+        ),
+        bandwidth_gb_s=dict(bench.summary([30.0, 31.0, 29.0]), method="best of 5"),
+        weight_bytes=500_000_000,
+        roofline_tokens_per_s=60.0,
+        config=dict(n_layer=2),
+        contenders=per_contender,
+        ratios=ratios,
+        decode_ops=dict(step17={"matmul": 5, "concat": 4}, fast={"matmul": 5, "mutable.load": 2}),
+    )
+
+
+def test_results_hold_paired_ratio_summaries() -> None:
+    data = fake_data()
+    ratio = data["ratios"]["fast/transformers"]["32"]
+    assert ratio["samples"] == [2.0, 1.5, 2.0]
+    assert (ratio["median"], ratio["min"], ratio["max"]) == (2.0, 1.5, 2.0)
+    assert "transformers/transformers" not in data["ratios"]
+    assert json.loads(json.dumps(data)) == data  # everything is JSON
+
+
+def test_report_and_plot_come_from_the_data(tmp_path: Path) -> None:
+    data = fake_data()
+    report = bench.render(data, tmp_path)
+    assert "2.00x (1.50-2.00)" in report  # median ratio (min-max) at 32 tokens
+    assert "busy machine" in report and "40%" in report
+    assert "20.0 tok/s (18.0-22.0)" in report
+    assert (tmp_path / "tokens_per_second.png").stat().st_size > 0
+    assert json.loads((tmp_path / "results.json").read_text()) == data
+    assert (tmp_path / "results.md").read_text() == report
+    profile = (tmp_path / "profile.md").read_text()
+    assert "| concat | 4 | 0 |" in profile and "| **total** | **9** | **7** |" in profile
+
+
+def test_smoke_run_on_a_tiny_model(tmp_path: Path) -> None:
+    """The whole benchmark, every contender, two short rounds: it runs and its
+    JSON has every figure (the values are not asserted: they are timings)."""
+    out = tmp_path / "out.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "tools.bench", "--config", TINY, "--lengths", "2", "4",
+         "--repeats", "2", "--prefill-length", "32", "--no-cache-max", "2",
+         "--bandwidth-repeats", "1", "--bandwidth-mb", "16", "--device", "cpu",
+         "--out", str(tmp_path / "book"), "--json", str(out)],
+        cwd=REPO, env=max_runtime.child_env(), capture_output=True, text=True, timeout=1800,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads(out.read_text())
+    assert set(data["contenders"]) == {"transformers", "fast", "step17", "step16"}
+    assert set(data["ratios"]["fast/transformers"]) == {"2", "4"}
+    assert set(data["ratios"]["step16/transformers"]) == {"2"}  # capped by --no-cache-max
+    for contender in data["contenders"].values():
+        assert contender["first_token_s"]["n"] == 2
+        assert contender["prefill_tokens_per_s"]["n"] == 2
+    assert data["device"] == "cpu" and data["dtype"] == "float32"
+    assert data["decode_ops"]["step17"]["matmul"] == data["decode_ops"]["fast"]["matmul"]
+    assert (tmp_path / "book" / "results.md").read_text() in result.stdout

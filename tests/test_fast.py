@@ -1,0 +1,136 @@
+"""tools/fast_gpt2.py against the tutorial model: the same logits within float32
+tolerance, the same greedy tokens, and bfloat16 close to float32 (a stated
+tolerance, and a greedy agreement rate measured over several prompts)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from solutions.solution_14 import generate_tokens
+from solutions.solution_15 import load_pretrained
+from tests.checker.compare import close
+from tests.fixtures import hf_model, write_checkpoint
+from tools import fast_gpt2, max_runtime
+
+max_runtime.prepare()
+PROMPT = [5, 17, 3, 88, 41, 2, 9, 250, 77, 1]
+# Eight prompts of 3-12 tokens for the bfloat16 agreement rate (fixed seed).
+PROMPTS = [
+    np.random.default_rng(seed).integers(0, 300, 3 + seed).tolist() for seed in range(0, 10, 1)
+][:8]
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory) -> Path:
+    # initializer_range 0.2, as in test_parity: weights large enough that the
+    # greedy tokens vary, so agreement means something.
+    return write_checkpoint(tmp_path_factory.mktemp("fast"), hf_model(initializer_range=0.2))
+
+
+@pytest.fixture(scope="module")
+def tutorial(checkpoint):
+    return load_pretrained(checkpoint)
+
+
+@pytest.fixture(scope="module")
+def fast(checkpoint) -> fast_gpt2.FastGenerator:
+    return fast_gpt2.FastGenerator(fast_gpt2.load(checkpoint))
+
+
+@pytest.fixture(scope="module")
+def fast_bf16(checkpoint) -> fast_gpt2.FastGenerator:
+    from max.dtype import DType
+
+    return fast_gpt2.FastGenerator(fast_gpt2.load(checkpoint, dtype=DType.bfloat16))
+
+
+def tutorial_logits(model, ids: list[int]) -> np.ndarray:
+    from max.experimental.tensor import Tensor
+
+    return np.asarray(model(Tensor(np.asarray([ids], dtype=np.int64))).to_numpy())[0]
+
+
+def test_prompt_logits_match_the_tutorial_model(tutorial, fast) -> None:
+    ours, theirs = fast.logits(PROMPT), tutorial_logits(tutorial, PROMPT)[-1]
+    assert close(ours, theirs), np.abs(ours - theirs).max()
+
+
+def test_cached_decode_matches_full_recompute(tutorial, fast) -> None:
+    """Prefill 6 tokens, then decode 4 one at a time through the in-place
+    cache: each step's logits equal the tutorial model's on the whole prefix."""
+    fast.logits(PROMPT[:6])
+    for position in range(6, len(PROMPT)):
+        ours = fast.logits([PROMPT[position]], start=position)
+        theirs = tutorial_logits(tutorial, PROMPT[: position + 1])[-1]
+        assert close(ours, theirs), (position, np.abs(ours - theirs).max())
+
+
+def test_greedy_tokens_equal_the_tutorial_model(tutorial, fast) -> None:
+    expected = list(generate_tokens(tutorial, PROMPT, 12))
+    assert len(set(expected)) > 3, "the tokens should vary for a meaningful test"
+    assert list(fast.generate(PROMPT, 12)) == expected
+    # A one-token prompt goes straight to the decode graph.
+    assert list(fast.generate(PROMPT[:1], 5)) == list(generate_tokens(tutorial, PROMPT[:1], 5))
+
+
+def test_sampling_is_reproducible(fast) -> None:
+    first = list(fast.generate(PROMPT, 8, do_sample=True, top_k=20, seed=3))
+    assert first == list(fast.generate(PROMPT, 8, do_sample=True, top_k=20, seed=3))
+
+
+def test_too_long_a_request_is_refused(fast) -> None:
+    with pytest.raises(ValueError, match="context window"):
+        list(fast.generate(PROMPT, fast.config.n_positions))
+
+
+# bfloat16 keeps 8 bits of mantissa: each weight and activation is rounded to
+# a relative 2**-9 = 0.2%. Over 2 layers of sums of 64-wide products the
+# rounding errors add up like a random walk; with these weights (std 0.2) the
+# logits are O(10), and we allow 5% of their spread (max |logit - mean|)
+# in absolute error (not yet measured on this branch: the test prints nothing
+# for it; a loaded machine kept the bfloat16 compile from finishing).
+BF16_LOGIT_TOLERANCE = 0.05
+# Greedy agreement: the fraction of the first 8 generated tokens that equal
+# float32's, over 8 prompts, counted up to the first divergence (after one
+# differing token the prefixes differ and later tokens cannot be compared).
+# A near-tie between the top two logits flips under bf16 rounding; with
+# random weights such ties are rare. The rate is printed by the test (run
+# with -s); the floor of 0.75 is a first guess, not yet checked against a run.
+BF16_AGREEMENT_FLOOR = 0.75
+
+
+def test_bfloat16_logits_are_close_to_float32(fast, fast_bf16) -> None:
+    for prompt in PROMPTS:
+        reference, bf16 = fast.logits(prompt), fast_bf16.logits(prompt)
+        spread = np.abs(reference - reference.mean()).max()
+        error = np.abs(bf16 - reference).max() / spread
+        assert error < BF16_LOGIT_TOLERANCE, (prompt, error)
+
+
+def test_bfloat16_greedy_agrees_with_float32(fast, fast_bf16) -> None:
+    agreed = total = 0
+    for prompt in PROMPTS:
+        reference = list(fast.generate(prompt, 8))
+        bf16 = list(fast_bf16.generate(prompt, 8))
+        matching = next(
+            (i for i, (a, b) in enumerate(zip(reference, bf16, strict=True)) if a != b), 8
+        )
+        agreed, total = agreed + matching, total + 8
+    rate = agreed / total
+    print(f"bfloat16 greedy agreement with float32: {rate:.0%} ({agreed}/{total} tokens)")
+    assert rate >= BF16_AGREEMENT_FLOOR, rate
+
+
+def test_device_names() -> None:
+    from max.driver import CPU, accelerator_count
+
+    assert fast_gpt2.device_from_name("cpu") == CPU()
+    assert fast_gpt2.default_device_name() == ("gpu" if accelerator_count() else "cpu")
+    if accelerator_count() == 0:
+        with pytest.raises(ValueError, match="no accelerator"):
+            fast_gpt2.device_from_name("gpu")
+    with pytest.raises(ValueError, match="unknown device"):
+        fast_gpt2.device_from_name("tpu")
