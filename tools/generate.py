@@ -81,6 +81,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default="float32",
         help="the weights' type (default float32; bfloat16 halves the bytes read per token)",
     )
+    parser.add_argument(
+        "--fast",
+        action="store_true",
+        help="decode with tools/fast_gpt2 (a KV cache written in place) instead of step 17's "
+        "model; implied by --dtype bfloat16 and by a GPU",
+    )
     return parser.parse_args(argv)
 
 
@@ -98,10 +104,12 @@ def validate(args: argparse.Namespace) -> None:
         )
     if not args.greedy and args.top_k is not None and args.top_k < 1:
         raise UsageError(f"--top-k must be at least 1, not {args.top_k}.")
-    if (args.eager or args.steps) and (args.device == "gpu" or args.dtype != "float32"):
+    if (args.eager or args.steps) and (
+        args.fast or args.device == "gpu" or args.dtype != "float32"
+    ):
         raise UsageError(
             "--eager and --steps run the tutorial's model on the CPU in float32; "
-            "drop --device gpu / --dtype bfloat16, or drop --eager / --steps."
+            "drop --fast / --device gpu / --dtype bfloat16, or drop --eager / --steps."
         )
 
 
@@ -175,12 +183,13 @@ def code_modules(use_steps: bool):
     return tuple(modules)
 
 
-def load_model(directory: Path, model_class):
-    """`model_class` with the checkpoint's weights (step 15), and its config."""
+def load_model(directory: Path, model_class=None, *, load=None):
+    """`model_class` with the checkpoint's weights (step 15), or what
+    `load(directory)` builds, and its config."""
     from solutions.solution_15 import CheckpointError, load_pretrained
 
     try:
-        model = load_pretrained(directory, model_class)
+        model = load(directory) if load else load_pretrained(directory, model_class)
     except CheckpointError as error:
         raise Failure(f"Cannot use the checkpoint in {directory}: {error}") from None
     return model, model.config
@@ -203,21 +212,26 @@ def eager_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str], o
 
 
 def compiled_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str], object]:
-    """The compiled model with a KV cache: steps 16-17's ideas, run by
-    tools/fast_gpt2 (a cache written in place; any device and dtype)."""
+    """The compiled model with a KV cache: step 17's on the CPU in float32,
+    tools/fast_gpt2 (a cache written in place, any device and dtype) when
+    asked for with --fast, --dtype bfloat16 or a GPU."""
     from solutions.solution_14 import decode_stream
-    from solutions.solution_15 import CheckpointError
     from tools import fast_gpt2
 
     try:
         device = fast_gpt2.device_from_name(args.device or fast_gpt2.default_device_name())
     except ValueError as error:
         raise UsageError(str(error)) from None
-    try:
-        model = fast_gpt2.load(directory, dtype=fast_gpt2.DTYPES[args.dtype], device=device)
-    except CheckpointError as error:
-        raise Failure(f"Cannot use the checkpoint in {directory}: {error}") from None
-    config = model.config
+    fast = args.fast or args.dtype != "float32" or device.label != "cpu"
+    if fast:
+        dtype = fast_gpt2.DTYPES[args.dtype]
+        model, config = load_model(
+            directory, load=lambda path: fast_gpt2.load(path, dtype=dtype, device=device)
+        )
+    else:
+        from solutions.solution_17 import CachedGPT2LMHeadModel
+
+        model, config = load_model(directory, CachedGPT2LMHeadModel)
     check_fits(args, tokenizer, config, cached=True)
     print(
         "Compiling the model (the first time on a machine: a few minutes; then seconds)...",
@@ -225,13 +239,22 @@ def compiled_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str]
         flush=True,
     )
     started = time.perf_counter()
-    generator = fast_gpt2.FastGenerator(model)
+    prompt_ids = tokenizer.encode(args.prompt)
+    if fast:
+        generator = fast_gpt2.FastGenerator(model)
+        tokens = generator.generate(prompt_ids, args.max_new_tokens, **sampling)
+    else:
+        from solutions.solution_17 import compile_cached, generate_cached
+
+        forward = compile_cached(model)
+        tokens = generate_cached(forward, config, prompt_ids, args.max_new_tokens, **sampling)
+    engine = "tools/fast_gpt2" if fast else "step 17"
     print(
-        f"Compiled in {time.perf_counter() - started:.1f} s ({args.dtype} on {device.label}).\n",
+        f"Compiled in {time.perf_counter() - started:.1f} s ({engine}, {args.dtype} on "
+        f"{device.label}).\n",
         file=sys.stderr,
         flush=True,
     )
-    tokens = generator.generate(tokenizer.encode(args.prompt), args.max_new_tokens, **sampling)
     return decode_stream(tokenizer, tokens), config
 
 
