@@ -180,14 +180,15 @@ def cache_shape_is_gpt2s(ctx: Context) -> None:
         }
         for field, value in want.items():
             found = getattr(got, field, None)
-            if found != value:
+            # 64.0 == 64, but MAX sizes the cache's pages with integers.
+            if found != value or type(found) is not int:
                 raise Fail(
                     f"cache_shape(config).{field} is {found} for n_layer={config.n_layer}, "
                     f"n_head={config.n_head}, n_embd={config.n_embd}; expected {value}.",
                     {
                         "num_layers": "One cache per layer: config.n_layer.",
                         "n_kv_heads": "GPT-2 has one key/value head per query head: config.n_head.",
-                        "head_dim": "Each head is n_embd // n_head wide.",
+                        "head_dim": "Each head is n_embd // n_head wide: an int (`//`, not `/`).",
                     }[field],
                 )
 
