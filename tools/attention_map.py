@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from tools import max_runtime
+from tools.cli import Failure, UsageError, exit_status
 from tools.figures import INK, MASKED, MONO, MUTED, SANS, document, num, text
 
 CHECKPOINT_FILES = ("config.json", "model.safetensors", "tokenizer.json")
@@ -34,14 +35,6 @@ SCALE = [
     (1.0, (8, 48, 107)),
 ]
 LABEL_CHARS = 12  # longer token labels are cut with an ellipsis
-
-
-class UsageError(Exception):
-    """Bad arguments: printed as one line, exit status 2."""
-
-
-class Failure(Exception):
-    """A checkpoint that cannot be used: printed as one line, exit status 1."""
 
 
 # -- loading -------------------------------------------------------------------
@@ -288,19 +281,7 @@ def run(args: argparse.Namespace) -> Path:
 def main(argv: Sequence[str] | None = None) -> int:
     max_runtime.prepare()
     args = parse_args(argv)
-    try:
-        out = run(args)
-    except UsageError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except Failure as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("\nInterrupted.", file=sys.stderr)
-        return 130
-    print(f"wrote {out}")
-    return 0
+    return exit_status(lambda: print(f"wrote {run(args)}"))
 
 
 if __name__ == "__main__":

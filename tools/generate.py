@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from tools import max_runtime
+from tools.cli import Failure, UsageError, exit_status
 
 DEFAULT_MODEL = "openai-community/gpt2"
 CHECKPOINT_FILES = [
@@ -25,14 +26,6 @@ CHECKPOINT_FILES = [
     "merges.txt",
 ]
 MAX_NEW_TOKENS = 1024  # more than this from a 1024-token model is a typo
-
-
-class UsageError(Exception):
-    """Bad input: printed as one message, exit status 2."""
-
-
-class Failure(Exception):
-    """Something we could not do (download, load): printed, exit status 1."""
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -304,18 +297,7 @@ def run(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     max_runtime.prepare()
-    try:
-        run(parse_args(argv))
-    except UsageError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except Failure as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("\nInterrupted.", file=sys.stderr)
-        return 130
-    return 0
+    return exit_status(lambda: run(parse_args(argv)))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tools import max_runtime
-from tools.generate import DEFAULT_MODEL, Failure, UsageError, checkpoint_directory
+from tools.cli import Failure, UsageError, exit_status
+from tools.generate import DEFAULT_MODEL, checkpoint_directory
 
 REPO = Path(__file__).resolve().parents[1]
 SERVED_NAME = "gpt2"  # the `model` field clients send
@@ -209,17 +210,8 @@ def run(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     max_runtime.prepare()
-    try:
-        run(parse_args(argv))
-    except UsageError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except Failure as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 0
-    return 0
+    # Ctrl-C is how a server is stopped: not an error.
+    return exit_status(lambda: run(parse_args(argv)), on_interrupt=0)
 
 
 if __name__ == "__main__":
