@@ -47,3 +47,21 @@ def write_checkpoint(directory: Path, model=None, **config) -> Path:
     model.save_pretrained(directory)
     write_tokenizer(directory, vocab_size=min(300, model.config.vocab_size))
     return directory
+
+
+def run_tool(module: str, *args: str, timeout: float, **env: str):
+    """`python -m module args` from the repository, as a learner runs it:
+    MAX-safe environment (with `env` added), output captured as text."""
+    import subprocess
+    import sys
+
+    from tools import max_runtime
+
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=Path(__file__).resolve().parents[1],
+        env=max_runtime.child_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

@@ -4,18 +4,15 @@ output, reproducibility, and a clear message for every bad input."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.fixtures import hf_model, write_checkpoint
+from tests.fixtures import hf_model, run_tool, write_checkpoint
 from tests.markers import bfloat16_opt_in
-from tools import max_runtime
 from tools.generate import Tokenizer
 
-REPO = Path(__file__).resolve().parents[1]
 PROMPT = "The quick brown fox"
 
 
@@ -26,14 +23,7 @@ def checkpoint(tmp_path_factory) -> tuple[object, Path]:
 
 
 def generate(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tools.generate", *args],
-        cwd=REPO,
-        env=max_runtime.child_env(**env),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_tool("tools.generate", *args, timeout=300, **env)
 
 
 def assert_clean_error(result: subprocess.CompletedProcess[str], code: int, phrase: str) -> None:

@@ -26,7 +26,7 @@ pytest.importorskip("max.serve", reason="needs max[serve]")
 openai = pytest.importorskip("openai", reason="needs the openai client")
 psutil = pytest.importorskip("psutil")
 
-from tests.fixtures import hf_model, write_checkpoint  # noqa: E402
+from tests.fixtures import hf_model, run_tool, write_checkpoint  # noqa: E402
 from tools import max_runtime  # noqa: E402
 from tools.generate import Tokenizer  # noqa: E402
 from tools.serve import SERVED_NAME  # noqa: E402
@@ -314,14 +314,7 @@ def test_sigterm_stops_the_server_and_every_worker(server) -> None:
 
 
 def serve_cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tools.serve", *args],
-        cwd=REPO,
-        env=max_runtime.child_env(**env),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_tool("tools.serve", *args, timeout=120, **env)
 
 
 def test_offline_without_weights_says_what_to_do(tmp_path: Path) -> None:
