@@ -35,6 +35,7 @@ from max.driver import CPU, Accelerator, Device, accelerator_count
 from max.dtype import DType
 from max.experimental import functional as F
 from max.experimental.tensor import Tensor, default_device, default_dtype
+from max.experimental.nn import Linear
 from max.graph import BufferType, TensorType
 
 from solutions.solution_02 import causal_mask
@@ -61,6 +62,10 @@ def device_from_name(name: str) -> Device:
     raise ValueError(f"unknown device {name!r}: use cpu or gpu.")
 
 
+KERNELS = Path(__file__).with_name("kernels")  # gpt2_kernels.mojo, built by MAX on first use
+FLOAT32 = DType.float32
+
+
 class FastGPT2(MaxGPT2LMHeadModel):
     """Step 13's model with a forward that reads and writes a preallocated cache.
 
@@ -69,9 +74,68 @@ class FastGPT2(MaxGPT2LMHeadModel):
     The caches are [n_layer, batch, heads, n_positions, head_dim] buffers;
     `start` is the number of positions already in them. A prompt (seq > 1) is
     always run on an empty cache (start = 0).
+
+    `use_kernels` (the default on the CPU) runs one token's projections and
+    attention through tools/kernels/gpt2_kernels.mojo, with float32
+    activations whatever the weights' dtype; without it every operation is
+    one of MAX's own, in the weights' dtype (the path for accelerators).
     """
 
+    use_kernels: bool = False
+
     def forward(
+        self, input_ids: Tensor, key_cache: Tensor, value_cache: Tensor, start: Tensor
+    ) -> Tensor:
+        if self.use_kernels:
+            return self._forward_kernels(input_ids, key_cache, value_cache, start)
+        return self._forward_graph_ops(input_ids, key_cache, value_cache, start)
+
+    # --- the CPU path: MAX graph ops for the prompt, our kernels per token ----
+
+    def _forward_kernels(
+        self, input_ids: Tensor, key_cache: Tensor, value_cache: Tensor, start: Tensor
+    ) -> Tensor:
+        transformer = self.transformer
+        seq_length = input_ids.shape[1]
+        positions = Tensor.arange(seq_length, dtype=DType.int64, device=input_ids.device) + start
+        hidden_states = _f32(transformer.wte(input_ids)) + _f32(transformer.wpe(positions))
+        for index, block in enumerate(transformer.h):
+            attention = block.attn
+            heads, head_dim = attention.num_heads, attention.head_dim
+            qkv = _linear(attention.c_attn, _layer_norm(block.ln_1, hidden_states))
+            query, key, value = (
+                attention._split_heads(part, heads, head_dim)
+                for part in F.split(qkv, [attention.embed_dim] * 3, axis=-1)
+            )
+            # The caches as graph buffers: the kernels write into them.
+            cache = [key_cache.__buffervalue__(), value_cache.__buffervalue__()]
+            if seq_length == 1:
+                # Writes this token's key and value at `start`, attends over 0..start.
+                attn_output = _kernel(
+                    "gpt2_decode_attention",
+                    [*cache, query, key, value, start],
+                    index,
+                    out_type=TensorType(FLOAT32, query.shape, device=query.device),
+                )
+            else:
+                # A prompt on an empty cache: store its keys and values, then
+                # causal attention over its own positions with MAX's ops.
+                _kernel("gpt2_cache_write", [*cache, key, value, start], index)
+                scores = query @ key.transpose(-1, -2) * (1.0 / math.sqrt(head_dim))
+                scores = scores + causal_mask(seq_length, 0, dtype=FLOAT32, device=scores.device)
+                attn_output = F.softmax(scores, axis=-1) @ value
+            attn_output = attention._merge_heads(attn_output, heads, head_dim)
+            hidden_states = hidden_states + _linear(attention.c_proj, attn_output)
+            mlp = block.mlp
+            inner = _linear(mlp.c_fc, _layer_norm(block.ln_2, hidden_states))
+            hidden_states = hidden_states + _linear(mlp.c_proj, F.gelu(inner, approximate="tanh"))
+        last = _layer_norm(transformer.ln_f, hidden_states[:, -1:])  # only the last position
+        logits = _linear(self.lm_head, last)
+        return logits.reshape([logits.shape[0], logits.shape[2]])
+
+    # --- MAX's ops only, in the weights' dtype (accelerators) -----------------
+
+    def _forward_graph_ops(
         self, input_ids: Tensor, key_cache: Tensor, value_cache: Tensor, start: Tensor
     ) -> Tensor:
         transformer = self.transformer
@@ -90,13 +154,13 @@ class FastGPT2(MaxGPT2LMHeadModel):
             key = attention._split_heads(key, heads, head_dim)
             value = attention._split_heads(value, heads, head_dim)
             # Write this step's keys and values into the cache, in place.
-            key_cache[index, :, :, (slice(first, stop), seq_length), :] = key
-            value_cache[index, :, :, (slice(first, stop), seq_length), :] = value
+            key_cache[index, :, :, (slice(first, stop), seq_length), :] = key.cast(FLOAT32)
+            value_cache[index, :, :, (slice(first, stop), seq_length), :] = value.cast(FLOAT32)
             scores_scale = 1.0 / math.sqrt(head_dim)
             if seq_length == 1:
                 # One new token: it sees every cached position and itself.
-                key = key_cache[index, :, :, (slice(0, stop), "total"), :]
-                value = value_cache[index, :, :, (slice(0, stop), "total"), :]
+                key = key_cache[index, :, :, (slice(0, stop), "total"), :].cast(query.dtype)
+                value = value_cache[index, :, :, (slice(0, stop), "total"), :].cast(query.dtype)
                 scores = query @ key.transpose(-1, -2) * scores_scale
             else:
                 # A prompt on an empty cache: its own keys, causally masked.
@@ -109,11 +173,65 @@ class FastGPT2(MaxGPT2LMHeadModel):
             hidden_states = hidden_states + attention.c_proj(attn_output)
             hidden_states = hidden_states + block.mlp(block.ln_2(hidden_states))
         last = transformer.ln_f(hidden_states[:, -1])  # only the last position
-        return self.lm_head(last).cast(DType.float32)
+        return self.lm_head(last).cast(FLOAT32)
 
 
-def load(directory: Path, *, dtype: DType = DType.float32, device: Device | None = None):
-    """A FastGPT2 with a checkpoint's weights, in `dtype` on `device`."""
+def _f32(tensor: Tensor) -> Tensor:
+    return tensor if tensor.dtype == FLOAT32 else tensor.cast(FLOAT32)
+
+
+def _layer_norm(norm, x: Tensor) -> Tensor:
+    """Step 03's LayerNorm on float32 activations, whatever its weights' dtype."""
+    return F.layer_norm(x, gamma=_f32(norm.weight), beta=_f32(norm.bias), epsilon=norm.eps)
+
+
+def _linear(layer: Linear, x: Tensor) -> Tensor:
+    """layer(x) for float32 x [batch, seq, in]. One position per sequence
+    (decoding) goes through our kernel, which reads the weights as they are
+    stored; a prompt goes through MAX's matmul, in float32."""
+    batch, seq_length, n_in = x.shape
+    n_out = layer.weight.shape[0]
+    bias = (
+        _f32(layer.bias)
+        if isinstance(layer.bias, Tensor)  # Linear(bias=False) holds a 0
+        else Tensor.zeros([n_out], dtype=FLOAT32, device=x.device)
+    )
+    if seq_length != 1:
+        return x @ _f32(layer.weight).T + bias
+    rows = x.reshape([-1, n_in])
+    out_type = TensorType(FLOAT32, [rows.shape[0], n_out], device=x.device)
+    (output,) = F.custom(
+        "gpt2_linear_rows",
+        x.device,
+        [rows, layer.weight, bias],
+        [out_type],
+        custom_extensions=KERNELS,
+    )
+    return output.reshape([batch, seq_length, n_out])
+
+
+def _kernel(name: str, values: list, layer: int, out_type: TensorType | None = None):
+    """One of our in-place cache kernels for transformer layer `layer`."""
+    outputs = F.inplace_custom(
+        name,
+        values[0].device.to_device(),
+        values,
+        [out_type] if out_type is not None else None,
+        parameters={"layer": layer},
+        custom_extensions=KERNELS,
+    )
+    return outputs[0] if out_type is not None else None
+
+
+def load(
+    directory: Path,
+    *,
+    dtype: DType = DType.float32,
+    device: Device | None = None,
+    use_kernels: bool | None = None,
+):
+    """A FastGPT2 with a checkpoint's weights, in `dtype` on `device`;
+    `use_kernels` defaults to True on the CPU (see FastGPT2)."""
     from solutions.solution_15 import check_against, load_config, read_tensors, to_max_layout
 
     device = device or CPU()
@@ -123,6 +241,7 @@ def load(directory: Path, *, dtype: DType = DType.float32, device: Device | None
     state = to_max_layout(read_tensors(directory))
     check_against(state, {n: tuple(int(d) for d in t.shape) for n, t in model.parameters})
     model.load_state_dict(state, auto_cast=dtype != DType.float32)
+    model.use_kernels = device == CPU() if use_kernels is None else use_kernels
     return model
 
 
@@ -135,9 +254,11 @@ class FastGenerator:
         self.device = model.device
         self.on_host = self.device == CPU()
         self.dtype = model.lm_head.weight.dtype
+        # The caches stay float32 whatever the weights' dtype: they are a few
+        # MB, and attention then reads what the projections computed.
         head_dim = config.n_embd // config.n_head
         cache_shape = [config.n_layer, batch, config.n_head, config.n_positions, head_dim]
-        cache_type = BufferType(self.dtype, cache_shape, device=self.device)
+        cache_type = BufferType(FLOAT32, cache_shape, device=self.device)
         start_type = TensorType(DType.int64, [1], device=self.device)
 
         def token_type(seq):
@@ -145,8 +266,8 @@ class FastGenerator:
 
         self.prefill = model.compile(token_type("seq"), cache_type, cache_type, start_type)
         self.decode = model.compile(token_type(1), cache_type, cache_type, start_type)
-        self.key_cache = Tensor.zeros(cache_shape, dtype=self.dtype, device=self.device)
-        self.value_cache = Tensor.zeros(cache_shape, dtype=self.dtype, device=self.device)
+        self.key_cache = Tensor.zeros(cache_shape, dtype=FLOAT32, device=self.device)
+        self.value_cache = Tensor.zeros(cache_shape, dtype=FLOAT32, device=self.device)
 
     def _ids(self, ids: np.ndarray) -> Tensor:
         tensor = Tensor(ids)  # on the host
