@@ -36,9 +36,13 @@ def tutorial(checkpoint):
     return load_pretrained(checkpoint)
 
 
-@pytest.fixture(scope="module")
-def fast(checkpoint) -> fast_gpt2.FastGenerator:
-    return fast_gpt2.FastGenerator(fast_gpt2.load(checkpoint))
+@pytest.fixture(scope="module", params=["kernels", "graph-ops"])
+def fast(request, checkpoint) -> fast_gpt2.FastGenerator:
+    """Both forward paths on this CPU: our kernels (the CPU default) and MAX's
+    ops only (what an accelerator runs), so the accelerator's path is tested
+    here too."""
+    use_kernels = request.param == "kernels"
+    return fast_gpt2.FastGenerator(fast_gpt2.load(checkpoint, use_kernels=use_kernels))
 
 
 @pytest.fixture(scope="module")

@@ -297,6 +297,7 @@ def decode_graph_ops(config: dict) -> dict:
     token = TensorType(DType.int64, [1, 1], device=CPU())
     with F.lazy():
         step17, fast = CachedGPT2LMHeadModel(gpt2), FastGPT2(gpt2)
+    fast.use_kernels = True  # the CPU path the benchmark times
     tensor_cache = TensorType(DType.float32, cache, device=CPU())
     buffer = BufferType(DType.float32, [*cache[:3], gpt2.n_positions, head_dim], device=CPU())
     staged = {
@@ -313,6 +314,65 @@ def decode_graph_ops(config: dict) -> dict:
             ops.pop(free, None)
         counts[key] = dict(ops.most_common())
     return counts
+
+
+def projection_profile(config: dict, dtype_name: str, repeats: int = 30) -> dict:
+    """Where a decode step's time goes: its largest projection, the head
+    (one row x the vocab_size x n_embd embedding table), timed three ways in
+    interleaved rounds: MAX's matmul in a one-op graph, our kernel
+    (tools/kernels, gpt2_linear_rows) in a one-op graph, and PyTorch's linear.
+    Milliseconds per call, and the bytes/s each reaches reading the table."""
+    import torch
+    from max.driver import CPU, Buffer
+    from max.dtype import DType
+    from max.engine import InferenceSession
+    from max.graph import DeviceRef, Graph, TensorType, ops
+
+    from tools.fast_gpt2 import DTYPES, KERNELS
+
+    n_in, n_out = config["n_embd"], config["vocab_size"]
+    dtype = DTYPES[dtype_name]
+    torch_dtype = torch.bfloat16 if dtype_name == "bfloat16" else torch.float32
+    cpu = DeviceRef.CPU()
+    row = TensorType(DType.float32, [1, n_in], device=cpu)
+    table = TensorType(dtype, [n_out, n_in], device=cpu)
+    bias = TensorType(DType.float32, [n_out], device=cpu)
+    session = InferenceSession(devices=[CPU()])
+    with Graph("max_matmul", input_types=[row, table]) as graph:
+        x, weight = graph.inputs
+        graph.output(x @ ops.cast(weight, DType.float32).T if dtype_name != "float32" else x @ weight.T)
+    max_matmul = session.load(graph)
+    with Graph("our_kernel", input_types=[row, table, bias], custom_extensions=[KERNELS]) as graph:
+        out_type = TensorType(DType.float32, [1, n_out], device=cpu)
+        graph.output(ops.custom("gpt2_linear_rows", cpu, list(graph.inputs), [out_type])[0])
+    kernel = session.load(graph)
+    x = torch.randn(1, n_in)
+    weight = (torch.randn(n_out, n_in) * 0.02).to(torch_dtype)
+    zero_bias = torch.zeros(n_out)
+    buffers = [Buffer.from_dlpack(t) for t in (x, weight, zero_bias)]
+    x_torch = x.to(torch_dtype)
+    ways = {
+        "max_matmul": lambda: max_matmul.execute(*buffers[:2]),
+        "our_kernel": lambda: kernel.execute(*buffers),
+        "torch_linear": lambda: torch.nn.functional.linear(x_torch, weight),
+    }
+    samples = {key: [] for key in ways}
+    for call in ways.values():  # warm-up
+        call()
+    for order in round_orders(list(ways), repeats):
+        for key in order:
+            samples[key].append(_seconds(ways[key]) * 1000)
+    table_bytes = n_out * n_in * (2 if dtype_name == "bfloat16" else 4)
+    return dict(
+        shape=[n_out, n_in],
+        dtype=dtype_name,
+        table_bytes=table_bytes,
+        milliseconds={key: summary(values) for key, values in samples.items()},
+        gb_per_s={
+            key: table_bytes / (statistics.median(values) / 1000) / 1e9
+            for key, values in samples.items()
+        },
+    )
 
 
 # --- measuring ----------------------------------------------------------------
@@ -461,6 +521,7 @@ def run(args: argparse.Namespace) -> dict:
         contenders=per_contender,
         ratios=ratios,
         decode_ops=decode_graph_ops(config),
+        projection=projection_profile(config, args.dtype) if args.profile else None,
     )
 
 
@@ -562,7 +623,32 @@ def format_profile(data: dict) -> str:
     lines.append(
         f"| **total** | **{sum(ops['step17'].values())}** | **{sum(ops['fast'].values())}** |"
     )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + format_projection(data.get("projection"))) + "\n"
+
+
+def format_projection(projection: dict | None) -> list[str]:
+    """The head's projection timed alone (bench --profile), as table lines."""
+    if not projection:
+        return ["", "(the head's projection was not timed alone: run with --profile)"]
+    n_out, n_in = projection["shape"]
+    names = {
+        "max_matmul": "MAX's matmul (`x @ W.T`, one-op graph)",
+        "our_kernel": "our kernel (`gpt2_linear_rows`, one-op graph)",
+        "torch_linear": "PyTorch's `linear`",
+    }
+    lines = [
+        "",
+        f"The head's projection alone: one row times the {n_out} x {n_in} "
+        f"{projection['dtype']} table ({projection['table_bytes'] / 1e6:.0f} MB), "
+        "interleaved rounds:",
+        "",
+        "| implementation | ms per call (min-max) | GB/s read |",
+        "|---|---|---|",
+    ]
+    for key, name in names.items():
+        stats = projection["milliseconds"][key]
+        lines.append(f"| {name} | {format_spread(stats)} | {projection['gb_per_s'][key]:.1f} |")
+    return lines
 
 
 def plot(data: dict, path: Path) -> None:
@@ -638,6 +724,11 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=32,
         help="longest run of step 16's model without a cache (it is quadratic; 0 skips it)",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also time the head's projection alone: MAX's matmul, our kernel, PyTorch",
     )
     parser.add_argument("--prefill-length", type=int, default=PREFILL_LENGTH)
     parser.add_argument("--bandwidth-repeats", type=int, default=5)

@@ -212,12 +212,15 @@ def _linear(layer: Linear, x: Tensor) -> Tensor:
 
 def _kernel(name: str, values: list, layer: int, out_type: TensorType | None = None):
     """One of our in-place cache kernels for transformer layer `layer`."""
+    device = values[0].device
+    # The layer is a run-time input, not a kernel parameter: one compiled
+    # kernel serves all twelve layers.
+    layer_index = Tensor.constant([layer], dtype=DType.int64, device=device)
     outputs = F.inplace_custom(
         name,
-        values[0].device.to_device(),
-        values,
+        device.to_device(),
+        [*values, layer_index],
         [out_type] if out_type is not None else None,
-        parameters={"layer": layer},
         custom_extensions=KERNELS,
     )
     return outputs[0] if out_type is not None else None

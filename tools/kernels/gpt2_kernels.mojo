@@ -8,6 +8,7 @@ they cost half the bytes with float32 arithmetic.
 """
 
 from std.math import exp
+from std.memory import alloc
 from max.algorithm import parallelize
 import extensibility
 from extensibility import InputTensor, OutputTensor
@@ -37,9 +38,23 @@ struct LinearRows:
         var rows = x.dim_size(0)
         var n_out = weight.dim_size(0)
         var n_in = weight.dim_size(1)
+        var w_strides = weight.strides()
+        if w_strides[1] != 1 or w_strides[0] != n_in:
+            raise Error("gpt2_linear_rows: the weight must be a contiguous [out, in] matrix")
+        # x and the output may be views (MAX can hand a kernel a transposed
+        # or sliced tensor without copying it): read and write them through
+        # their strides, and give the inner loop a contiguous copy of x.
+        var x_rows = alloc[Float32](rows * n_in)
+        var x_strides = x.strides()
+        var x_in = x.unsafe_ptr()
+        for m in range(rows):
+            for k in range(n_in):
+                x_rows[m * n_in + k] = x_in[m * x_strides[0] + k * x_strides[1]]
+        var out_strides = output.strides()
         var w_ptr = weight.unsafe_ptr()
-        var x_ptr = x.unsafe_ptr()
+        var x_ptr = x_rows
         var b_ptr = bias.unsafe_ptr()
+        var b_stride = bias.strides()[0]
         var out_ptr = output.unsafe_ptr()
         var vector_end = n_in - n_in % WIDTH
 
@@ -57,9 +72,10 @@ struct LinearRows:
                     var total = acc.reduce_add()
                     for k in range(vector_end, n_in):
                         total += w_row[k].cast[DType.float32]() * x_row[k]
-                    out_ptr[m * n_out + n] = total + b_ptr[n]
+                    out_ptr[m * out_strides[0] + n * out_strides[1]] = total + b_ptr[n * b_stride]
 
         parallelize(task, (n_out + ROWS_PER_TASK - 1) // ROWS_PER_TASK)
+        x_rows.free()
 
 
 @extensibility.register("gpt2_cache_write")
@@ -70,14 +86,16 @@ struct CacheWrite:
 
     @staticmethod
     def execute[
-        layer: Int, target: StaticString
+        target: StaticString
     ](
         key_cache: MutableInputTensor[dtype = DType.float32, rank=5, ...],
         value_cache: MutableInputTensor[dtype = DType.float32, rank=5, ...],
         key: InputTensor[dtype = DType.float32, rank=4, ...],
         value: InputTensor[dtype = DType.float32, rank=4, ...],
         start: InputTensor[dtype = DType.int64, rank=1, ...],
+        layer_index: InputTensor[dtype = DType.int64, rank=1, ...],
     ) raises:
+        var layer = Int(layer_index.unsafe_ptr()[0])
         var batch = key.dim_size(0)
         var heads = key.dim_size(1)
         var seq = key.dim_size(2)
@@ -90,12 +108,16 @@ struct CacheWrite:
         var vc = value_cache.unsafe_ptr()
         var k_ptr = key.unsafe_ptr()
         var v_ptr = value.unsafe_ptr()
-        for bh in range(batch * heads):
-            var cache_row = ((layer * batch * heads + bh) * context + first) * head_dim
-            var new_row = bh * seq * head_dim
-            for i in range(seq * head_dim):
-                kc[cache_row + i] = k_ptr[new_row + i]
-                vc[cache_row + i] = v_ptr[new_row + i]
+        var ks = key.strides()
+        var vs = value.strides()
+        for b in range(batch):
+            for h in range(heads):
+                var slot = ((layer * batch + b) * heads + h) * context + first
+                for s in range(seq):
+                    for d in range(head_dim):
+                        var cached = (slot + s) * head_dim + d
+                        kc[cached] = k_ptr[b * ks[0] + h * ks[1] + s * ks[2] + d * ks[3]]
+                        vc[cached] = v_ptr[b * vs[0] + h * vs[1] + s * vs[2] + d * vs[3]]
 
 
 @extensibility.register("gpt2_decode_attention")
@@ -110,7 +132,7 @@ struct DecodeAttention:
 
     @staticmethod
     def execute[
-        layer: Int, target: StaticString
+        target: StaticString
     ](
         output: OutputTensor[dtype = DType.float32, rank=4, ...],
         key_cache: MutableInputTensor[dtype = DType.float32, rank=5, ...],
@@ -119,7 +141,9 @@ struct DecodeAttention:
         key: InputTensor[dtype = DType.float32, rank=4, ...],
         value: InputTensor[dtype = DType.float32, rank=4, ...],
         start: InputTensor[dtype = DType.int64, rank=1, ...],
+        layer_index: InputTensor[dtype = DType.int64, rank=1, ...],
     ) raises:
+        var layer = Int(layer_index.unsafe_ptr()[0])
         var batch = query.dim_size(0)
         var heads = query.dim_size(1)
         var head_dim = query.dim_size(3)
@@ -129,44 +153,54 @@ struct DecodeAttention:
             raise Error("gpt2_decode_attention: position beyond the cache")
         var kc = key_cache.unsafe_ptr()
         var vc = value_cache.unsafe_ptr()
-        var q_ptr = query.unsafe_ptr()
-        var k_ptr = key.unsafe_ptr()
-        var v_ptr = value.unsafe_ptr()
+        var q_in = query.unsafe_ptr()
+        var k_in = key.unsafe_ptr()
+        var v_in = value.unsafe_ptr()
         var out_ptr = output.unsafe_ptr()
+        var qs = query.strides()
+        var ks = key.strides()
+        var vs = value.strides()
+        var os = output.strides()
         var scale = Float32(1.0) / Float32(head_dim).__pow__(Float32(0.5))
         var vector_end = head_dim - head_dim % WIDTH
+        # Per (batch, head): its query and its running output, contiguous.
+        var scratch = alloc[Float32](batch * heads * 2 * head_dim)
 
         def task(bh: Int) {var}:
-            var base = (layer * batch * heads + bh) * context * head_dim
-            var row = bh * head_dim
+            var b = bh // heads
+            var h = bh % heads
+            var base = ((layer * batch + b) * heads + h) * context * head_dim
+            var q = scratch + bh * 2 * head_dim
+            var acc = q + head_dim
             for d in range(head_dim):
-                kc[base + position * head_dim + d] = k_ptr[row + d]
-                vc[base + position * head_dim + d] = v_ptr[row + d]
+                q[d] = q_in[b * qs[0] + h * qs[1] + d * qs[3]]
+                acc[d] = 0
+                kc[base + position * head_dim + d] = k_in[b * ks[0] + h * ks[1] + d * ks[3]]
+                vc[base + position * head_dim + d] = v_in[b * vs[0] + h * vs[1] + d * vs[3]]
             var running_max = Float32.MIN
             var running_sum = Float32(0)
-            for d in range(head_dim):
-                out_ptr[row + d] = 0
             for t in range(position + 1):
                 var k_row = kc + base + t * head_dim
                 var v_row = vc + base + t * head_dim
                 var dot = SIMD[DType.float32, WIDTH](0)
                 for d in range(0, vector_end, WIDTH):
-                    dot += (q_ptr + row + d).load[width=WIDTH]() * (k_row + d).load[width=WIDTH]()
+                    dot += (q + d).load[width=WIDTH]() * (k_row + d).load[width=WIDTH]()
                 var score = dot.reduce_add()
                 for d in range(vector_end, head_dim):
-                    score += q_ptr[row + d] * k_row[d]
+                    score += q[d] * k_row[d]
                 score *= scale
                 var new_max = max(running_max, score)
                 var correction = exp(running_max - new_max)
                 var weight = exp(score - new_max)
                 running_sum = running_sum * correction + weight
                 for d in range(0, vector_end, WIDTH):
-                    var acc = (out_ptr + row + d).load[width=WIDTH]()
-                    (out_ptr + row + d).store(acc * correction + weight * (v_row + d).load[width=WIDTH]())
+                    var old = (acc + d).load[width=WIDTH]()
+                    (acc + d).store(old * correction + weight * (v_row + d).load[width=WIDTH]())
                 for d in range(vector_end, head_dim):
-                    out_ptr[row + d] = out_ptr[row + d] * correction + weight * v_row[d]
+                    acc[d] = acc[d] * correction + weight * v_row[d]
                 running_max = new_max
             for d in range(head_dim):
-                out_ptr[row + d] = out_ptr[row + d] / running_sum
+                out_ptr[b * os[0] + h * os[1] + d * os[3]] = acc[d] / running_sum
 
         parallelize(task, batch * heads)
+        scratch.free()
