@@ -125,9 +125,9 @@ def cpu_name() -> str:
     return f"{platform.machine()} {platform.processor() or platform.system()}"
 
 
-def cpu_times() -> tuple[float, float] | None:
-    """(seconds of CPU time used by every process, by this one) so far; None
-    where /proc/stat is missing."""
+def cpu_times(pids: Sequence[int] = ()) -> tuple[float, float] | None:
+    """(seconds of CPU time used by every process, by this one and the
+    benchmark's workers `pids`) so far; None where /proc/stat is missing."""
     try:
         fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
     except OSError:
@@ -136,23 +136,36 @@ def cpu_times() -> tuple[float, float] | None:
     user, nice, system = (int(v) for v in fields[:3])
     irq = sum(int(v) for v in fields[5:8])
     ours = os.times()
-    return (user + nice + system + irq) / ticks, ours.user + ours.system
+    return (user + nice + system + irq) / ticks, ours.user + ours.system + sum(
+        _process_cpu_seconds(pid, ticks) for pid in pids
+    )
+
+
+def _process_cpu_seconds(pid: int, ticks: int) -> float:
+    """User + system CPU time of process `pid`, its threads included."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = stat.rsplit(")", 1)[1].split()  # after the command name
+    return (int(fields[11]) + int(fields[12])) / ticks
 
 
 class LoadMonitor:
     """Load average at the start and end, and the CPU share of *other*
     processes over the measured span (/proc/stat minus our own CPU time)."""
 
-    def __init__(self) -> None:
+    def __init__(self, pids: Sequence[int] = ()) -> None:
+        self.pids = list(pids)
         self.load_before = os.getloadavg()
-        self.times = cpu_times()
+        self.times = cpu_times(self.pids)
         self.started = time.perf_counter()
 
     def finish(self) -> dict:
         cores = os.cpu_count() or 1
         elapsed = time.perf_counter() - self.started
         other = None
-        now = cpu_times()
+        now = cpu_times(self.pids)
         if now is not None and self.times is not None and elapsed > 0:
             busy = (now[0] - self.times[0]) - (now[1] - self.times[1])
             other = max(0.0, busy / (elapsed * cores))
@@ -272,6 +285,108 @@ def ours_contenders(directory: Path, dtype_name: str, device_name: str, no_cache
     return contenders
 
 
+# --- each family of contenders in its own process ------------------------------
+#
+# MAX and PyTorch each keep a pool of worker threads, one per core, that keep
+# spinning for a while after their work is done, waiting for more. In one
+# process they take turns fighting over the same two cores: transformers ran
+# at 24 tokens/s alone and at 7-18 tokens/s in a process where MAX had run.
+# So PyTorch's contenders and ours run in two worker processes, started
+# before MAX is loaded (MAX's runtime rewrites the environment a child
+# inherits); the rounds alternate between them, and only one works at a time.
+
+
+def _worker(connection, family: str, directory: str, dtype: str, device: str | None, extra: dict):
+    """A worker process: builds one family's contenders, then runs the
+    generate requests it is sent until it is told to stop."""
+    try:
+        if family == "torch":
+            contenders = _torch_contenders(Path(directory), dtype, device)
+        else:
+            max_runtime.prepare()
+            from tools import fast_gpt2
+
+            device = device or fast_gpt2.default_device_name()
+            contenders = ours_contenders(Path(directory), dtype, device, extra["no_cache_max"])
+        by_key = {c.key: c for c in contenders}
+        connection.send(("ready", [(c.key, c.name, c.compile_s, c.max_length) for c in contenders]))
+    except Exception as error:  # the parent reports it, cleanly
+        connection.send(("error", f"{family} contenders could not be built: {error!r}"))
+        return
+    while True:
+        request = connection.recv()
+        if request[0] == "stop":
+            return
+        _, key, prompt, count = request
+        try:
+            connection.send(("ok", by_key[key].generate(prompt, count)))
+        except Exception as error:
+            connection.send(("error", f"{key} failed: {error!r}"))
+
+
+class Worker:
+    """The parent's handle on a worker process and the contenders it holds."""
+
+    def __init__(self, family: str, directory: str, args: argparse.Namespace) -> None:
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")
+        self.connection, child = context.Pipe()
+        extra = dict(no_cache_max=args.no_cache_max)
+        self.process = context.Process(
+            target=_worker,
+            args=(child, family, directory, args.dtype, args.device, extra),
+            daemon=False,  # MAX compiles in processes of its own
+        )
+        self.process.start()
+
+    def contenders(self) -> list[Contender]:
+        status, payload = self.connection.recv()
+        if status != "ready":
+            raise RuntimeError(payload)
+        return [
+            Contender(key, name, self._generator(key), compile_s, max_length)
+            for key, name, compile_s, max_length in payload
+        ]
+
+    def _generator(self, key: str) -> Callable[[list[int], int], list[int]]:
+        def generate(prompt: list[int], count: int) -> list[int]:
+            self.connection.send(("generate", key, prompt, count))
+            status, payload = self.connection.recv()
+            if status != "ok":
+                raise RuntimeError(payload)
+            return payload
+
+        return generate
+
+    def stop(self) -> None:
+        if self.process.is_alive():
+            self.connection.send(("stop",))
+            self.process.join(timeout=30)
+        if self.process.is_alive():
+            self.process.kill()
+
+
+def _torch_contenders(directory: Path, dtype: str, device: str | None) -> list[Contender]:
+    import torch
+    from transformers import GPT2LMHeadModel
+
+    torch.set_num_threads(os.cpu_count() or 1)
+    device = device or ("gpu" if torch.cuda.is_available() else "cpu")
+    model = GPT2LMHeadModel.from_pretrained(directory).eval()
+    contenders = [
+        transformers_contender(model, BASELINE, "transformers (PyTorch, float32)", device)
+    ]
+    if dtype == "bfloat16":
+        model16 = GPT2LMHeadModel.from_pretrained(directory).eval().to(torch.bfloat16)
+        contenders.append(
+            transformers_contender(
+                model16, "transformers-bf16", "transformers (PyTorch, bfloat16)", device
+            )
+        )
+    return contenders
+
+
 # --- where the time goes: the decode graphs' operations ------------------------
 
 
@@ -340,7 +455,9 @@ def projection_profile(config: dict, dtype_name: str, repeats: int = 30) -> dict
     session = InferenceSession(devices=[CPU()])
     with Graph("max_matmul", input_types=[row, table]) as graph:
         x, weight = graph.inputs
-        graph.output(x @ ops.cast(weight, DType.float32).T if dtype_name != "float32" else x @ weight.T)
+        graph.output(
+            x @ ops.cast(weight, DType.float32).T if dtype_name != "float32" else x @ weight.T
+        )
     max_matmul = session.load(graph)
     with Graph("our_kernel", input_types=[row, table, bias], custom_extensions=[KERNELS]) as graph:
         out_type = TensorType(DType.float32, [1, n_out], device=cpu)
@@ -457,14 +574,10 @@ def run(args: argparse.Namespace) -> dict:
     import torch
 
     from tests.fixtures import hf_model
-    from tools import fast_gpt2
 
     torch.set_num_threads(os.cpu_count() or 1)
-    device = args.device or fast_gpt2.default_device_name()
     lengths = tuple(args.lengths)
     config = dict(GPT2_124M, **(args.config or {}))
-    print(f"Machine: {machine_line()}; device {device}, dtype {args.dtype}", flush=True)
-    hf = hf_model(**config)
     rng = np.random.default_rng(0)
     prompt = rng.integers(0, config["vocab_size"], PROMPT_LENGTH).tolist()
     prefill_length = min(args.prefill_length, config["n_positions"] - 1)
@@ -474,35 +587,52 @@ def run(args: argparse.Namespace) -> dict:
             f"error: --lengths up to {max(lengths)} + a {PROMPT_LENGTH}-token prompt exceed "
             f"the context ({config['n_positions']})."
         )
-
+    hf = hf_model(**config)
+    weight_count = sum(
+        int(np.prod(p.shape)) for name, p in hf.named_parameters() if name != "lm_head.weight"
+    )
     print(f"Load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores", flush=True)
     bandwidth = read_bandwidth(args.bandwidth_mb, repeats=args.bandwidth_repeats)
     print(f"Memory read bandwidth: {format_spread(bandwidth, ' GB/s', 1)}", flush=True)
 
+    workers = []
     with tempfile.TemporaryDirectory() as directory:
         hf.save_pretrained(directory)
-        ours = ours_contenders(Path(directory), args.dtype, device, args.no_cache_max)
-    contenders = [transformers_contender(hf, BASELINE, "transformers (PyTorch, float32)", device)]
-    baselines = [BASELINE]
-    if args.dtype == "bfloat16":
-        hf16 = hf_model(**config).to(torch.bfloat16)
-        contenders.append(
-            transformers_contender(
-                hf16, "transformers-bf16", "transformers (PyTorch, bfloat16)", device
-            )
+        del hf
+        try:
+            workers = [Worker(family, directory, args) for family in ("torch", "max")]
+            theirs, ours = (worker.contenders() for worker in workers)
+        except BaseException:
+            for worker in workers:
+                worker.stop()
+            raise
+    try:
+        pids = [worker.process.pid for worker in workers]
+        return measure_all(
+            args, config, theirs, ours, prompt, long_prompt, lengths, bandwidth, weight_count, pids
         )
-        baselines.append("transformers-bf16")
-    contenders += ours
+    finally:
+        for worker in workers:
+            worker.stop()
+
+
+def measure_all(
+    args, config, theirs, ours, prompt, long_prompt, lengths, bandwidth, weight_count, pids
+):
+    from tools import fast_gpt2
+
+    device = args.device or fast_gpt2.default_device_name()
+    print(f"Machine: {machine_line()}; device {device}, dtype {args.dtype}", flush=True)
+    contenders = theirs + ours
+    baselines = [c.key for c in theirs]
+    prefill_length = len(long_prompt)
     for c in ours:
         print(f"compile {c.key}: {c.compile_s:.1f} s", flush=True)
 
-    monitor = LoadMonitor()
+    monitor = LoadMonitor(pids)
     raw = measure(contenders, prompt, long_prompt, lengths, args.repeats)
     load = monitor.finish()
     per_contender, ratios = results_from(contenders, raw, lengths, baselines)
-    weight_count = sum(
-        int(np.prod(p.shape)) for name, p in hf.named_parameters() if name != "lm_head.weight"
-    )
     bytes_per_weight = 2 if args.dtype == "bfloat16" else 4
     return dict(
         machine=machine_line(),

@@ -34,8 +34,8 @@ import numpy as np
 from max.driver import CPU, Accelerator, Device, accelerator_count
 from max.dtype import DType
 from max.experimental import functional as F
-from max.experimental.tensor import Tensor, default_device, default_dtype
 from max.experimental.nn import Linear
+from max.experimental.tensor import Tensor, default_device, default_dtype
 from max.graph import BufferType, TensorType
 
 from solutions.solution_02 import causal_mask
