@@ -154,13 +154,13 @@ class FastGPT2(MaxGPT2LMHeadModel):
             key = attention._split_heads(key, heads, head_dim)
             value = attention._split_heads(value, heads, head_dim)
             # Write this step's keys and values into the cache, in place.
-            key_cache[index, :, :, (slice(first, stop), seq_length), :] = key.cast(FLOAT32)
-            value_cache[index, :, :, (slice(first, stop), seq_length), :] = value.cast(FLOAT32)
+            key_cache[index, :, :, (slice(first, stop), seq_length), :] = key
+            value_cache[index, :, :, (slice(first, stop), seq_length), :] = value
             scores_scale = 1.0 / math.sqrt(head_dim)
             if seq_length == 1:
                 # One new token: it sees every cached position and itself.
-                key = key_cache[index, :, :, (slice(0, stop), "total"), :].cast(query.dtype)
-                value = value_cache[index, :, :, (slice(0, stop), "total"), :].cast(query.dtype)
+                key = key_cache[index, :, :, (slice(0, stop), "total"), :]
+                value = value_cache[index, :, :, (slice(0, stop), "total"), :]
                 scores = query @ key.transpose(-1, -2) * scores_scale
             else:
                 # A prompt on an empty cache: its own keys, causally masked.
@@ -215,7 +215,7 @@ def _kernel(name: str, values: list, layer: int, out_type: TensorType | None = N
     device = values[0].device
     # The layer is a run-time input, not a kernel parameter: one compiled
     # kernel serves all twelve layers.
-    layer_index = Tensor.constant([layer], dtype=DType.int64, device=device)
+    layer_index = Tensor([layer], dtype=DType.int64, device=device)
     outputs = F.inplace_custom(
         name,
         device.to_device(),
@@ -257,11 +257,12 @@ class FastGenerator:
         self.device = model.device
         self.on_host = self.device == CPU()
         self.dtype = model.lm_head.weight.dtype
-        # The caches stay float32 whatever the weights' dtype: they are a few
-        # MB, and attention then reads what the projections computed.
+        # With our kernels the caches stay float32 whatever the weights'
+        # dtype (activations are float32 there); MAX's ops keep the weights' dtype.
+        cache_dtype = FLOAT32 if model.use_kernels else self.dtype
         head_dim = config.n_embd // config.n_head
         cache_shape = [config.n_layer, batch, config.n_head, config.n_positions, head_dim]
-        cache_type = BufferType(FLOAT32, cache_shape, device=self.device)
+        cache_type = BufferType(cache_dtype, cache_shape, device=self.device)
         start_type = TensorType(DType.int64, [1], device=self.device)
 
         def token_type(seq):
@@ -269,8 +270,8 @@ class FastGenerator:
 
         self.prefill = model.compile(token_type("seq"), cache_type, cache_type, start_type)
         self.decode = model.compile(token_type(1), cache_type, cache_type, start_type)
-        self.key_cache = Tensor.zeros(cache_shape, dtype=FLOAT32, device=self.device)
-        self.value_cache = Tensor.zeros(cache_shape, dtype=FLOAT32, device=self.device)
+        self.key_cache = Tensor.zeros(cache_shape, dtype=cache_dtype, device=self.device)
+        self.value_cache = Tensor.zeros(cache_shape, dtype=cache_dtype, device=self.device)
 
     def _ids(self, ids: np.ndarray) -> Tensor:
         tensor = Tensor(ids)  # on the host
