@@ -13,6 +13,7 @@ from solutions.solution_14 import generate_tokens
 from solutions.solution_15 import load_pretrained
 from tests.checker.compare import close
 from tests.fixtures import hf_model, write_checkpoint
+from tests.markers import bfloat16_opt_in
 from tools import fast_gpt2, max_runtime
 
 max_runtime.prepare()
@@ -108,6 +109,7 @@ BF16_LOGIT_TOLERANCE = 0.05
 BF16_AGREEMENT_FLOOR = 0.75
 
 
+@bfloat16_opt_in
 def test_bfloat16_logits_are_close_to_float32(tutorial, fast_bf16) -> None:
     worst = 0.0
     for prompt in PROMPTS:
@@ -119,6 +121,7 @@ def test_bfloat16_logits_are_close_to_float32(tutorial, fast_bf16) -> None:
     print(f"bfloat16 logits: largest error {worst:.2%} of the float32 logits' spread")
 
 
+@bfloat16_opt_in
 def test_bfloat16_greedy_agrees_with_float32(tutorial, fast_bf16) -> None:
     agreed = total = 0
     for prompt in PROMPTS:
