@@ -55,7 +55,7 @@ def fast_bf16(checkpoint) -> fast_gpt2.FastGenerator:
 def tutorial_logits(model, ids: list[int]) -> np.ndarray:
     from max.experimental.tensor import Tensor
 
-    return np.asarray(model(Tensor(np.asarray([ids], dtype=np.int64))).to_numpy())[0]
+    return np.array(model(Tensor(np.asarray([ids], dtype=np.int64))).to_numpy()[0])  # a copy
 
 
 def test_prompt_logits_match_the_tutorial_model(tutorial, fast) -> None:
@@ -146,3 +146,13 @@ def test_device_names() -> None:
             fast_gpt2.device_from_name("gpu")
     with pytest.raises(ValueError, match="unknown device"):
         fast_gpt2.device_from_name("tpu")
+
+
+def test_each_generator_has_caches_of_its_own(checkpoint, fast) -> None:
+    """Two Tensor.zeros of one shape once came back as one buffer: the
+    second generator in a process then wrote keys and values into the same
+    memory. Every cache must be its own allocation."""
+    other = fast_gpt2.FastGenerator(fast_gpt2.load(checkpoint, use_kernels=False))
+    caches = [fast.key_cache, fast.value_cache, other.key_cache, other.value_cache]
+    addresses = {cache.to_numpy().ctypes.data for cache in caches}
+    assert len(addresses) == len(caches), "two caches share one buffer"

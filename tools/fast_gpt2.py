@@ -31,12 +31,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
-from max.driver import CPU, Accelerator, Device, accelerator_count
+from max.driver import CPU, Accelerator, Buffer, Device, accelerator_count
 from max.dtype import DType
 from max.experimental import functional as F
 from max.experimental.nn import Linear
 from max.experimental.tensor import Tensor, default_device, default_dtype
-from max.graph import BufferType, TensorType
+from max.graph import BufferType, Graph, TensorType
 
 from solutions.solution_02 import causal_mask
 from solutions.solution_13 import MaxGPT2LMHeadModel
@@ -205,9 +205,16 @@ def _linear(layer: Linear, x: Tensor) -> Tensor:
         x.device,
         [rows, layer.weight, bias],
         [out_type],
-        custom_extensions=KERNELS,
+        custom_extensions=_kernel_library(),
     )
     return output.reshape([batch, seq_length, n_out])
+
+
+def _kernel_library() -> Path | None:
+    """KERNELS for the first of our ops in the graph being built, then None:
+    each load of a source package rebuilds it (~3 s), and a 12-layer graph
+    calls our kernels 61 times."""
+    return None if Graph.current.kernel_libraries_paths else KERNELS
 
 
 def _kernel(name: str, values: list, layer: int, out_type: TensorType | None = None):
@@ -221,7 +228,7 @@ def _kernel(name: str, values: list, layer: int, out_type: TensorType | None = N
         device.to_device(),
         [*values, layer_index],
         [out_type] if out_type is not None else None,
-        custom_extensions=KERNELS,
+        custom_extensions=_kernel_library(),
     )
     return outputs[0] if out_type is not None else None
 
@@ -270,23 +277,29 @@ class FastGenerator:
 
         self.prefill = model.compile(token_type("seq"), cache_type, cache_type, start_type)
         self.decode = model.compile(token_type(1), cache_type, cache_type, start_type)
-        self.key_cache = Tensor.zeros(cache_shape, dtype=cache_dtype, device=self.device)
-        self.value_cache = Tensor.zeros(cache_shape, dtype=cache_dtype, device=self.device)
+        # Two buffers of their own: two Tensor.zeros of one shape can come
+        # back as one buffer (MAX merges equal constants), and the graphs
+        # write into these.
+        self.key_cache, self.value_cache = (
+            Tensor(storage=Buffer.zeros(cache_shape, cache_dtype, self.device)) for _ in range(2)
+        )
 
     def _ids(self, ids: np.ndarray) -> Tensor:
-        tensor = Tensor(ids)  # on the host
+        # from_dlpack wraps the array's memory; Tensor(ids) would build and
+        # run a one-constant graph instead, 4-5 ms per call on this CPU.
+        tensor = Tensor.from_dlpack(ids)  # on the host
         return tensor if self.on_host else tensor.to(self.device)
 
     def logits(self, token_ids: Sequence[int], start: int = 0) -> np.ndarray:
         """Last-position logits [vocab] of `token_ids` placed at `start`."""
         step = self.prefill if len(token_ids) > 1 else self.decode
-        logits = step(
-            self._ids(np.asarray([token_ids], dtype=np.int64)),
-            self.key_cache,
-            self.value_cache,
-            self._ids(np.asarray([start], dtype=np.int64)),
-        )
-        return np.asarray((logits if self.on_host else logits.to(CPU())).to_numpy())[0]
+        # The arrays must outlive the call: the tensors borrow their memory.
+        ids = np.asarray([token_ids], dtype=np.int64)
+        first = np.asarray([start], dtype=np.int64)
+        logits = step(self._ids(ids), self.key_cache, self.value_cache, self._ids(first))
+        # A copy: the array to_numpy() returns shares the output's memory,
+        # which MAX may hand to a later call once `logits` is gone.
+        return np.array((logits if self.on_host else logits.to(CPU())).to_numpy()[0])
 
     def generate(
         self,
