@@ -13,7 +13,6 @@ from solutions.solution_14 import generate_tokens
 from solutions.solution_15 import load_pretrained
 from tests.checker.compare import close
 from tests.fixtures import hf_model, write_checkpoint
-from tests.markers import bfloat16_opt_in
 from tools import fast_gpt2, max_runtime
 
 max_runtime.prepare()
@@ -104,12 +103,11 @@ BF16_LOGIT_TOLERANCE = 0.05
 # differing token the prefixes differ and later tokens cannot be compared).
 # A near-tie between the top two logits flips under bf16 rounding; with
 # random weights such ties are rare. The rate is printed (run with -s);
-# measured 100% on this fixture, and the floor allows one early flip in a
+# measured 88% (56 of 64 tokens) on this fixture; the floor allows an early flip in a
 # prompt or two.
 BF16_AGREEMENT_FLOOR = 0.75
 
 
-@bfloat16_opt_in
 def test_bfloat16_logits_are_close_to_float32(tutorial, fast_bf16) -> None:
     worst = 0.0
     for prompt in PROMPTS:
@@ -121,7 +119,6 @@ def test_bfloat16_logits_are_close_to_float32(tutorial, fast_bf16) -> None:
     print(f"bfloat16 logits: largest error {worst:.2%} of the float32 logits' spread")
 
 
-@bfloat16_opt_in
 def test_bfloat16_greedy_agrees_with_float32(tutorial, fast_bf16) -> None:
     agreed = total = 0
     for prompt in PROMPTS:

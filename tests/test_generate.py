@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from tests.fixtures import hf_model, run_tool, write_checkpoint
-from tests.markers import bfloat16_opt_in
 from tools.generate import Tokenizer
 
 PROMPT = "The quick brown fox"
@@ -74,7 +73,6 @@ def test_bad_arguments_are_usage_errors(args: list[str], phrase: str) -> None:
     assert_clean_error(generate(*args), 2, phrase)
 
 
-@bfloat16_opt_in
 def test_bfloat16_runs_and_reports_its_dtype(checkpoint) -> None:
     _, directory = checkpoint
     args = ("--weights", str(directory), "--prompt", PROMPT, "--max-new-tokens", "4", "--greedy")

@@ -250,9 +250,28 @@ def load(
         model = FastGPT2(config)
     state = to_max_layout(read_tensors(directory))
     check_against(state, {n: tuple(int(d) for d in t.shape) for n, t in model.parameters})
-    model.load_state_dict(state, auto_cast=dtype != DType.float32)
+    if dtype == DType.bfloat16:
+        state = _to_bfloat16(state)
+    model.load_state_dict(state)
     model.use_kernels = device == CPU() if use_kernels is None else use_kernels
     return model
+
+
+def _to_bfloat16(state: dict[str, np.ndarray]) -> dict[str, Buffer]:
+    """float32 arrays -> bfloat16 buffers, rounded to nearest even, in NumPy.
+    (MAX would cast them with a graph that its eager interpreter refuses on
+    the CPU, compiling one instead.) Arrays shared by two names (the tied
+    head) stay shared."""
+    converted: dict[int, Buffer] = {}
+    for array in state.values():
+        if id(array) not in converted:
+            bits = np.ascontiguousarray(array, dtype=np.float32).view(np.uint32)
+            # bfloat16 is float32's upper half: add half of the dropped
+            # lower half (ties to even), then drop it.
+            upper = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+            buffer = Buffer.from_numpy(upper.astype(np.uint16))
+            converted[id(array)] = buffer.view(DType.bfloat16, array.shape)
+    return {name: converted[id(array)] for name, array in state.items()}
 
 
 class FastGenerator:
