@@ -31,7 +31,12 @@ def assert_clean_error(result: subprocess.CompletedProcess[str], code: int, phra
     assert "Traceback" not in result.stderr
 
 
-def test_greedy_output_is_transformers_greedy(checkpoint) -> None:
+@pytest.mark.parametrize(
+    ("engine", "flags"),
+    [("tools/fast_gpt2", []), ("step 17", ["--step17"])],
+    ids=["fast", "step17"],
+)
+def test_greedy_output_is_transformers_greedy(checkpoint, engine: str, flags: list[str]) -> None:
     hf, directory = checkpoint
     tokenizer = Tokenizer(directory)
     ids = tokenizer.encode(PROMPT)
@@ -39,10 +44,11 @@ def test_greedy_output_is_transformers_greedy(checkpoint) -> None:
         out = hf.generate(torch.tensor([ids]), max_new_tokens=8, do_sample=False)
     expected = PROMPT + tokenizer.decode(out[0, len(ids) :].tolist())
     result = generate(
-        "--weights", str(directory), "--prompt", PROMPT, "--max-new-tokens", "8", "--greedy"
+        "--weights", str(directory), "--prompt", PROMPT, "--max-new-tokens", "8", "--greedy", *flags
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.rstrip("\n") == expected.rstrip("\ufffd")
+    assert f"({engine}, float32 on cpu)" in result.stderr
     assert "tokens/s" in result.stderr
 
 
@@ -66,6 +72,8 @@ def test_sampling_is_reproducible_with_a_seed(checkpoint) -> None:
         (["--prompt", "hi", "--top-k", "0"], "--top-k must be at least 1"),
         (["--prompt", "hi", "--eager", "--dtype", "bfloat16"], "on the CPU in float32"),
         (["--prompt", "hi", "--steps", "--device", "gpu"], "on the CPU in float32"),
+        (["--prompt", "hi", "--step17", "--dtype", "bfloat16"], "--step17 runs the tutorial"),
+        (["--prompt", "hi", "--step17", "--eager"], "--step17 is a compiled model"),
         (["--prompt", "hi", "--dtype", "float16"], "invalid choice"),
     ],
 )

@@ -26,6 +26,8 @@ CHECKPOINT_FILES = [
     "merges.txt",
 ]
 MAX_NEW_TOKENS = 1024  # more than this from a 1024-token model is a typo
+# The flags that run the tutorial's own model (CPU, float32) instead of tools/fast_gpt2.
+TUTORIAL_FLAGS = {"--eager": "eager", "--steps": "steps", "--step17": "step17"}
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -75,10 +77,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="the weights' type (default float32; bfloat16 halves the bytes read per token)",
     )
     parser.add_argument(
-        "--fast",
+        "--step17",
         action="store_true",
-        help="decode with tools/fast_gpt2 (a KV cache written in place) instead of step 17's "
-        "model; implied by --dtype bfloat16 and by a GPU",
+        help="decode with step 17's compiled model and KV cache instead of tools/fast_gpt2 "
+        "(the CPU, float32)",
     )
     return parser.parse_args(argv)
 
@@ -97,13 +99,14 @@ def validate(args: argparse.Namespace) -> None:
         )
     if not args.greedy and args.top_k is not None and args.top_k < 1:
         raise UsageError(f"--top-k must be at least 1, not {args.top_k}.")
-    if (args.eager or args.steps) and (
-        args.fast or args.device == "gpu" or args.dtype != "float32"
-    ):
+    tutorial_model = [flag for flag, on in TUTORIAL_FLAGS.items() if getattr(args, on)]
+    if tutorial_model and (args.device == "gpu" or args.dtype != "float32"):
         raise UsageError(
-            "--eager and --steps run the tutorial's model on the CPU in float32; "
-            "drop --fast / --device gpu / --dtype bfloat16, or drop --eager / --steps."
+            f"{tutorial_model[0]} runs the tutorial's model on the CPU in float32; "
+            f"drop --device gpu / --dtype bfloat16, or drop {tutorial_model[0]}."
         )
+    if args.step17 and (args.eager or args.steps):
+        raise UsageError("--step17 is a compiled model: drop --eager / --steps, or --step17.")
 
 
 def checkpoint_directory(args: argparse.Namespace) -> Path:
@@ -205,9 +208,9 @@ def eager_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str], o
 
 
 def compiled_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str], object]:
-    """The compiled model with a KV cache: step 17's on the CPU in float32,
-    tools/fast_gpt2 (a cache written in place, any device and dtype) when
-    asked for with --fast, --dtype bfloat16 or a GPU."""
+    """The compiled model with a KV cache: tools/fast_gpt2 (a cache written
+    in place, our kernels on the CPU, any device and dtype), or step 17's
+    with --step17."""
     from solutions.solution_14 import decode_stream
     from tools import fast_gpt2
 
@@ -215,7 +218,7 @@ def compiled_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str]
         device = fast_gpt2.device_from_name(args.device or fast_gpt2.default_device_name())
     except ValueError as error:
         raise UsageError(str(error)) from None
-    fast = args.fast or args.dtype != "float32" or device.label != "cpu"
+    fast = not args.step17
     if fast:
         dtype = fast_gpt2.DTYPES[args.dtype]
         model, config = load_model(

@@ -32,7 +32,35 @@ def prepare() -> None:
     if _prepared:
         return
     signal.signal(signal.SIGINT, _interrupt)
+    _no_compile_workers()
     _prepared = True
+
+
+# MAX 26.7's name for its interpret-first executor that compiles a graph the
+# interpreter refuses in this process, instead of in a pool of workers.
+_IN_PROCESS_EXECUTOR = "fallback-internal"
+
+
+def _no_compile_workers() -> None:
+    """Run MAX's eager ops without its background compile processes.
+
+    By default MAX interprets an eager op and meanwhile compiles its graph in
+    a pool of worker processes (one per core). Once started, each of those
+    workers keeps a core busy for as long as this process lives, idle or not:
+    measured on a 2-core machine, 19 of every 20 core-seconds went to two
+    idle workers, and every benchmark and check shared the CPU with them.
+    MAX's in-process executor interprets the same ops and compiles, here and
+    synchronously, only a graph the interpreter refuses. Set before MAX is
+    imported, the variable also reaches every subprocess we start.
+    """
+    os.environ.setdefault("MAX_EAGER_EXECUTOR", _IN_PROCESS_EXECUTOR)
+    try:
+        from max.experimental import executor
+    except ImportError:
+        return
+    make = getattr(executor, "_EXECUTORS", {}).get(os.environ["MAX_EAGER_EXECUTOR"])
+    if make is not None:  # already imported with another choice: set it here
+        executor.set_default_executor(make())
 
 
 def kernel_cache_is_warm() -> bool:
