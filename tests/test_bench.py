@@ -106,6 +106,17 @@ def test_report_and_plot_come_from_the_data(tmp_path: Path) -> None:
     assert "| concat | 4 | 0 |" in profile and "| **total** | **9** | **7** |" in profile
 
 
+def test_each_device_and_dtype_has_files_of_its_own(tmp_path: Path) -> None:
+    bench.render(dict(fake_data(), dtype="bfloat16"), tmp_path)
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "profile_bfloat16.md",
+        "results_bfloat16.json",
+        "results_bfloat16.md",
+        "tokens_per_second_bfloat16.png",
+    ]
+    assert bench.output_suffix(dict(device="gpu", dtype="float32")) == "_gpu_float32"
+
+
 def test_smoke_run_on_a_tiny_model(tmp_path: Path) -> None:
     """The whole benchmark, every contender, two short rounds: it runs and its
     JSON has every figure (the values are not asserted: they are timings)."""

@@ -206,6 +206,21 @@ def read_bandwidth(megabytes: int = 1024, best_of: int = 5, repeats: int = 5) ->
     )
 
 
+def wait_until_idle(pids: Sequence[int], window: float = 0.2, timeout: float = 3.0) -> None:
+    """Return once the workers `pids` have used at most two clock ticks of
+    CPU over `window` seconds, or after `timeout`. A contender's thread pool
+    keeps spinning for a while after its work; timed during that spin, the
+    next contender (in the other process) would share the cores with it."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    deadline = time.perf_counter() + timeout
+    used = sum(_process_cpu_seconds(pid, ticks) for pid in pids)
+    while time.perf_counter() < deadline:
+        time.sleep(window)
+        before, used = used, sum(_process_cpu_seconds(pid, ticks) for pid in pids)
+        if used - before <= 2 / ticks:
+            return
+
+
 def _seconds(fn: Callable[..., object], *args: object) -> float:
     started = time.perf_counter()
     fn(*args)
@@ -502,10 +517,12 @@ def measure(
     lengths: Sequence[int],
     repeats: int,
     log: Callable[[str], None] = print,
+    settle: Callable[[], None] = lambda: None,
 ) -> dict:
     """Interleaved rounds: tokens/s per contender and length, first-token
     latency (the short prompt, one token) and prefill throughput (the long
-    prompt, one token), each a list of `repeats` samples."""
+    prompt, one token), each a list of `repeats` samples. `settle` runs
+    before each timed call (the workers' spinning threads)."""
     by_key = {c.key: c for c in contenders}
     tokens_per_s = {c.key: {n: [] for n in lengths} for c in contenders}
     first_token = {c.key: [] for c in contenders}
@@ -516,13 +533,16 @@ def measure(
     for round_index, order in enumerate(round_orders([c.key for c in contenders], repeats)):
         for key in order:
             contender = by_key[key]
+            settle()
             first_token[key].append(_seconds(contender.generate, prompt, 1))
+            settle()
             prefill[key].append(len(long_prompt) / _seconds(contender.generate, long_prompt, 1))
         for n in lengths:
             for key in order:
                 contender = by_key[key]
                 if contender.max_length is not None and n > contender.max_length:
                     continue
+                settle()
                 tokens_per_s[key][n].append(n / _seconds(contender.generate, prompt, n))
         log(
             f"round {round_index + 1}/{repeats}: "
@@ -630,7 +650,9 @@ def measure_all(
         print(f"compile {c.key}: {c.compile_s:.1f} s", flush=True)
 
     monitor = LoadMonitor(pids)
-    raw = measure(contenders, prompt, long_prompt, lengths, args.repeats)
+    raw = measure(
+        contenders, prompt, long_prompt, lengths, args.repeats, settle=lambda: wait_until_idle(pids)
+    )
     load = monitor.finish()
     per_contender, ratios = results_from(contenders, raw, lengths, baselines)
     bytes_per_weight = 2 if args.dtype == "bfloat16" else 4
@@ -811,14 +833,24 @@ def plot(data: dict, path: Path) -> None:
     plt.close(figure)
 
 
+def output_suffix(data: dict) -> str:
+    """'' for the CPU in float32 (results.md, ...), else e.g. '_bfloat16' or
+    '_gpu_float32': each device and dtype keeps its own files in the book."""
+    parts = ([] if data["device"] == "cpu" else [data["device"]]) + (
+        [] if data["device"] == "cpu" and data["dtype"] == "float32" else [data["dtype"]]
+    )
+    return "".join(f"_{part}" for part in parts)
+
+
 def render(data: dict, out: Path) -> str:
-    """Write the book's table (results.md) and plot from the benchmark data."""
+    """Write the book's table (results*.md) and plot from the benchmark data."""
     report = format_report(data)
+    suffix = output_suffix(data)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.md").write_text(report)
-    (out / "profile.md").write_text(format_profile(data))
-    plot(data, out / "tokens_per_second.png")
-    (out / "results.json").write_text(json.dumps(data, indent=1) + "\n")
+    (out / f"results{suffix}.md").write_text(report)
+    (out / f"profile{suffix}.md").write_text(format_profile(data))
+    plot(data, out / f"tokens_per_second{suffix}.png")
+    (out / f"results{suffix}.json").write_text(json.dumps(data, indent=1) + "\n")
     return report
 
 
