@@ -16,6 +16,11 @@ weights); only the way a forward pass is run changes, for speed:
   position's logits are ever used, so only it goes through the head (a
   512-token prompt: 20 GFLOP less). The graph returns [batch, vocab] float32
   logits, whatever the weights' dtype.
+- **One token's products in our own kernels (the CPU).** Decoding a token
+  reads every weight once for one multiply-add: memory-bound. The kernels in
+  tools/kernels/gpt2_kernels.mojo stream each weight row once over all the
+  cores (about 2x MAX's matmul for one row), and attend over the cache in
+  one pass; MAX builds them from source and calls them as custom ops.
 - **Any dtype and device.** The weights are built in `dtype` (float32 or
   bfloat16) on `device` (the CPU or an accelerator), and everything the graphs
   take and return lives there too.
