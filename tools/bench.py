@@ -836,10 +836,9 @@ def plot(data: dict, path: Path) -> None:
 def output_suffix(data: dict) -> str:
     """'' for the CPU in float32 (results.md, ...), else e.g. '_bfloat16' or
     '_gpu_float32': each device and dtype keeps its own files in the book."""
-    parts = ([] if data["device"] == "cpu" else [data["device"]]) + (
-        [] if data["device"] == "cpu" and data["dtype"] == "float32" else [data["dtype"]]
-    )
-    return "".join(f"_{part}" for part in parts)
+    if data["device"] == "cpu":
+        return "" if data["dtype"] == "float32" else f"_{data['dtype']}"
+    return f"_{data['device']}_{data['dtype']}"
 
 
 def render(data: dict, out: Path) -> str:

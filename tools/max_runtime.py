@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from types import FrameType
 
 _prepared = False
@@ -50,16 +51,17 @@ def _no_compile_workers() -> None:
     measured on a 2-core machine, 19 of every 20 core-seconds went to two
     idle workers, and every benchmark and check shared the CPU with them.
     MAX's in-process executor interprets the same ops and compiles, here and
-    synchronously, only a graph the interpreter refuses. Set before MAX is
-    imported, the variable also reaches every subprocess we start.
+    synchronously, only a graph the interpreter refuses. MAX reads the
+    variable when it is imported (so does every subprocess we start); only
+    where it was imported before this runs is the executor replaced here,
+    so that an entry point that never uses MAX does not pay for its import.
     """
     os.environ.setdefault("MAX_EAGER_EXECUTOR", _IN_PROCESS_EXECUTOR)
-    try:
-        from max.experimental import executor
-    except ImportError:
+    executor = sys.modules.get("max.experimental.executor")
+    if executor is None:
         return
     make = getattr(executor, "_EXECUTORS", {}).get(os.environ["MAX_EAGER_EXECUTOR"])
-    if make is not None:  # already imported with another choice: set it here
+    if make is not None:
         executor.set_default_executor(make())
 
 
