@@ -1,5 +1,6 @@
 """Every checker passes its solution, fails its untouched skeleton, and
-catches (and names) the plausible mistakes in tests/mutants.py."""
+catches (and names) the plausible mistakes listed as MISTAKES in each
+tests/specs/step_NN.py."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from tests.check import available_steps, load_spec, step_file
 from tests.checker import Outcome, run_step
-from tests.mutants import MUTANTS, Mutant, apply
+from tests.mutants import Mutant, apply, mistakes
 from tools import max_runtime
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,12 +46,12 @@ def test_skeleton_fails_with_a_hint(number: int) -> None:
 
 @pytest.mark.parametrize("number", STEPS)
 def test_at_least_five_mutants(number: int) -> None:
-    assert len(MUTANTS.get(number, [])) >= 5
+    assert len(mistakes(number)) >= 5
 
 
 @pytest.mark.parametrize(
     ("number", "mutant"),
-    [(n, mut) for n in STEPS for mut in MUTANTS.get(n, [])],
+    [(n, mut) for n in STEPS for mut in mistakes(n)],
     ids=lambda value: (
         value.name.replace(" ", "-") if isinstance(value, Mutant) else f"s{value:02d}"
     ),

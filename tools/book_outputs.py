@@ -104,10 +104,10 @@ def example_mistake_output() -> str:
     """The checker's output on the solution with EXAMPLE_MISTAKE made, as if it
     were the learner's steps/step_NN.py."""
     from tests import check
-    from tests.mutants import MUTANTS, apply
+    from tests.mutants import apply, mistakes
 
     number, name = EXAMPLE_MISTAKE
-    mutant = next(m for m in MUTANTS[number] if m.name == name)
+    mutant = next(m for m in mistakes(number) if m.name == name)
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / f"step_{number:02d}.py"
         path.write_text(apply(mutant, check.step_file(number, True).read_text()))

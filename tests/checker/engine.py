@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -38,10 +38,34 @@ class Fail(Exception):
         self.message, self.hint = message, hint
 
 
+# A hint ladder: what to look at; the API or the shapes; the line itself.
+# `python -m tools.learn hint NN` climbs it one rung per ask.
+Ladder = Sequence[str]
+
+
 @dataclass(frozen=True)
 class Check:
+    """One named check of a step, and the hints for when it fails.
+
+    `hints` is the check's ladder, or ladders chosen by the failure: a mapping
+    whose keys are words looked for, in order and ignoring case, in the
+    failure's message and hint ("scale" picks the scale's ladder when the
+    checker diagnosed a missing scale); the key "" holds the ladder for any
+    other failure of this check."""
+
     name: str
     run: Callable[[Context], None]
+    hints: Ladder | Mapping[str, Ladder] = ()
+
+    def ladder_for(self, message: str, hint: str | None) -> tuple[str, list[str]]:
+        """(topic, rungs): the ladder for this failure; topic "" is the default."""
+        if not isinstance(self.hints, Mapping):
+            return "", list(self.hints)
+        said = f"{message} {hint or ''}".lower()
+        for word, ladder in self.hints.items():
+            if word and word.lower() in said:
+                return word, list(ladder)
+        return "", list(self.hints.get("", ()))
 
 
 # A check is called endless after LIMIT_FACTOR times the step's usual time, and
@@ -76,6 +100,8 @@ class Outcome:
     status: str  # "pass", "fail" or "skip"
     message: str = ""
     hint: str | None = None
+    topic: str = ""  # which of the check's hint ladders fits this failure
+    ladder: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -297,6 +323,10 @@ def run_checks(
     def skip_rest(start: int) -> list[Outcome]:
         return outcomes + [Outcome(c.name, "skip") for c in step.checks[start:]]
 
+    def failed(check: Check, message: str, hint: str | None) -> Outcome:
+        topic, ladder = check.ladder_for(message, hint)
+        return Outcome(check.name, "fail", message, hint, topic, ladder)
+
     ctx = Context(step, path, module)
     for index, check in enumerate(step.checks):
         started(check.name)
@@ -304,20 +334,14 @@ def run_checks(
             with time_limit(limit):
                 check.run(ctx)
         except Fail as failure:
-            outcomes.append(Outcome(check.name, "fail", failure.message, failure.hint))
+            outcomes.append(failed(check, failure.message, failure.hint))
             return skip_rest(index + 1)
         except CheckTimeout as error:
-            outcomes.append(
-                Outcome(
-                    check.name,
-                    "fail",
-                    f"stopped: {error}",
-                    "Look for a loop that never ends in your code.",
-                )
-            )
+            hint = "Look for a loop that never ends in your code."
+            outcomes.append(failed(check, f"stopped: {error}", hint))
             return skip_rest(index + 1)
         except Exception as error:  # a learner error not routed through ctx.call
-            outcomes.append(Outcome(check.name, "fail", summarize(error, path)))
+            outcomes.append(failed(check, summarize(error, path), None))
             return skip_rest(index + 1)
         outcomes.append(Outcome(check.name, "pass"))
     return outcomes

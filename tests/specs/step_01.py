@@ -3,6 +3,7 @@
 import dataclasses
 
 from tests.checker import Check, Context, Fail, Step
+from tests.mutants import m
 
 GPT2_124M = {
     "vocab_size": 50257,
@@ -91,3 +92,25 @@ STEP = Step(
         Check("every field can be set", fields_are_configurable),
     ],
 )
+
+# Plausible learner mistakes: each must fail a check whose message or hint
+# contains `expect` (tests/test_checkers.py; the edits apply to the solution).
+MISTAKES = [
+    m("vocab off by one", "vocab_size: int = 50257", "vocab_size: int = 50256", "vocab_size"),
+    m(
+        "eps 1e-6",
+        "layer_norm_epsilon: float = 1e-5",
+        "layer_norm_epsilon: float = 1e-6",
+        "layer_norm_epsilon",
+    ),
+    m("n_inner hard-coded", "self.n_inner = 4 * self.n_embd", "self.n_inner = 3072", "n_inner"),
+    m("n_inner always overwritten", "if self.n_inner is None:", "if True:", "n_inner=100"),
+    m("not a dataclass", "@dataclass\nclass", "class", "dataclass"),
+    m("n_head 16", "n_head: int = 12", "n_head: int = 16", "n_head"),
+    m(
+        "eps zero",
+        "layer_norm_epsilon: float = 1e-5",
+        "layer_norm_epsilon: float = 0",
+        "layer_norm_epsilon",
+    ),
+]

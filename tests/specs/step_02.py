@@ -4,6 +4,7 @@ import numpy as np
 
 from tests import reference as ref
 from tests.checker import Check, Context, Step, expect_close
+from tests.mutants import m
 
 CASES = [(1, 0), (5, 0), (7, 0), (3, 4), (1, 6)]  # (sequence_length, num_tokens)
 
@@ -114,3 +115,29 @@ STEP = Step(
         Check("the requested dtype is used", dtype_is_respected),
     ],
 )
+
+# Plausible learner mistakes: each must fail a check whose message or hint
+# contains `expect` (tests/test_checkers.py; the edits apply to the solution).
+MISTAKES = [
+    m(
+        "ignores cached tokens (num_upper=0)",
+        "num_upper=num_tokens",
+        "num_upper=0",
+        "cached tokens",
+    ),
+    m("mask inverted (exclude=False)", ", exclude=True)", ", exclude=False)", "inverted"),
+    m("ones instead of -inf", 'float("-inf")', "1.0", "-inf"),
+    m("diagonal masked", "num_upper=num_tokens", "num_upper=num_tokens - 1", "diagonal"),
+    m(
+        "square only",
+        "total_length = num_tokens + sequence_length",
+        "total_length = sequence_length",
+        "raised",
+    ),
+    m(
+        "dtype ignored",
+        "dtype=dtype, device=device",
+        "dtype=DType.float32, device=device",
+        "dtype",
+    ),
+]

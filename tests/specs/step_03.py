@@ -5,6 +5,7 @@ import numpy as np
 from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor
 from tests.specs.common import BATCH, SEQ
+from tests.mutants import m
 
 DIM = 64
 
@@ -84,3 +85,24 @@ STEP = Step(
         Check("uses the eps it was given", uses_its_eps),
     ],
 )
+
+# Plausible learner mistakes: each must fail a check whose message or hint
+# contains `expect` (tests/test_checkers.py; the edits apply to the solution).
+MISTAKES = [
+    m("bias ignored", "beta=self.bias", "beta=self.bias * 0", "bias"),
+    m("weight ignored", "gamma=self.weight", "gamma=self.weight * 0 + 1", "weight"),
+    m("eps hard-coded", "epsilon=self.eps", "epsilon=1e-5", "eps"),
+    m(
+        "weight starts at 0",
+        "self.weight = Tensor.ones([dim])",
+        "self.weight = Tensor.zeros([dim])",
+        "weight",
+    ),
+    m("eps not stored", "self.eps = eps", "self.eps = 1e-5", "eps"),
+    m(
+        "RMSNorm instead",
+        "return F.layer_norm(x, gamma=self.weight, beta=self.bias, epsilon=self.eps)",
+        "return x * F.rsqrt((x * x).mean(axis=-1) + self.eps) * self.weight + self.bias",
+        "mean is not subtracted",
+    ),
+]

@@ -5,6 +5,7 @@ import numpy as np
 from tests import reference as ref
 from tests.checker import Check, Context, Step, expect_close, tensor
 from tests.specs.common import BATCH, SEQ, linear_shapes, small_config
+from tests.mutants import m
 
 CONFIG = small_config()
 INNER = 4 * CONFIG.n_embd
@@ -95,3 +96,40 @@ STEP = Step(
         Check("GELU is the tanh approximation GPT-2 uses", gelu_is_tanh_approximation),
     ],
 )
+
+# Plausible learner mistakes: each must fail a check whose message or hint
+# contains `expect` (tests/test_checkers.py; the edits apply to the solution).
+MISTAKES = [
+    m("exact GELU", 'approximate="tanh"', 'approximate="none"', "tanh approximation"),
+    m("ReLU", 'F.gelu(hidden_states, approximate="tanh")', "F.relu(hidden_states)", "ReLU"),
+    m(
+        "no bias on c_fc",
+        "Linear(embed_dim, intermediate_size, bias=True)",
+        "Linear(embed_dim, intermediate_size, bias=False)",
+        "c_fc.bias",
+    ),
+    m(
+        "no c_proj in forward",
+        "return self.c_proj(hidden_states)",
+        "return hidden_states",
+        "shape",
+    ),
+    m(
+        "c_fc dims swapped",
+        "Linear(embed_dim, intermediate_size, bias=True)",
+        "Linear(intermediate_size, embed_dim, bias=True)",
+        "swapped",
+    ),
+    m(
+        "no activation",
+        'hidden_states = F.gelu(hidden_states, approximate="tanh")',
+        "pass",
+        "activation is missing",
+    ),
+    m(
+        "fixed 4x width",
+        "Linear(embed_dim, intermediate_size, bias=True)\n",
+        "Linear(embed_dim, 4 * embed_dim, bias=True)\n",
+        "c_fc.weight",
+    ),
+]

@@ -2,6 +2,7 @@
 
 from tests.checker import Check, Context, Step, expect_close, tensor
 from tests.specs.common import BATCH, SEQ, small_config
+from tests.mutants import m
 
 CONFIG = small_config()
 SHAPES = {"wte.weight": (CONFIG.vocab_size, CONFIG.n_embd)}
@@ -55,3 +56,23 @@ STEP = Step(
         Check("a repeated token gets the same vector everywhere", same_token_same_vector),
     ],
 )
+
+# Plausible learner mistakes: each must fail a check whose message or hint
+# contains `expect` (tests/test_checkers.py; the edits apply to the solution).
+MISTAKES = [
+    m(
+        "table sized by positions",
+        "Embedding(config.vocab_size",
+        "Embedding(config.n_positions",
+        "wte.weight",
+    ),
+    m(
+        "scaled output",
+        "return self.wte(input_ids)",
+        "return self.wte(input_ids) * 2.0",
+        "wrong values",
+    ),
+    m("renamed table", "self.wte = Embedding", "self.table = Embedding", "parameter names"),
+    m("half width", "dim=config.n_embd", "dim=config.n_embd // 2", "wte.weight"),
+    m("returns the table", "return self.wte(input_ids)", "return self.wte.weight", "shape"),
+]

@@ -3,6 +3,7 @@
 from tests import reference as ref
 from tests.checker import Check, Context, Step, expect_close, tensor
 from tests.specs.common import BATCH, SEQ, small_config
+from tests.mutants import m
 
 CONFIG = small_config()
 SHAPES = {
@@ -64,3 +65,44 @@ STEP = Step(
         ),
     ],
 )
+
+# Plausible learner mistakes: each must fail a check whose message or hint
+# contains `expect` (tests/test_checkers.py; the edits apply to the solution).
+MISTAKES = [
+    m(
+        "no positions",
+        "return self.wte(input_ids) + self.wpe(positions)",
+        "return self.wte(input_ids)",
+        "Position embeddings are missing",
+    ),
+    m(
+        "positions from 1",
+        "Tensor.arange(seq_length,",
+        "Tensor.arange(1, seq_length + 1,",
+        "start at 1",
+    ),
+    m(
+        "wpe sized by vocab",
+        "self.wpe = Embedding(config.n_positions",
+        "self.wpe = Embedding(config.vocab_size",
+        "wpe.weight",
+    ),
+    m(
+        "multiplied",
+        "self.wte(input_ids) + self.wpe(positions)",
+        "self.wte(input_ids) * self.wpe(positions)",
+        "wrong values",
+    ),
+    m(
+        "only positions",
+        "return self.wte(input_ids) + self.wpe(positions)",
+        "return self.wpe(positions) + 0 * self.wte(input_ids)",
+        "Only the position embeddings",
+    ),
+    m(
+        "fixed length positions",
+        "Tensor.arange(seq_length,",
+        "Tensor.arange(7,",
+        "positions follow",
+    ),
+]

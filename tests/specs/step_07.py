@@ -5,6 +5,7 @@ import numpy as np
 from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor
 from tests.specs.common import BATCH, SEQ, linear_shapes, small_config
+from tests.mutants import m
 
 CONFIG = small_config()
 E = CONFIG.n_embd
@@ -57,3 +58,39 @@ STEP = Step(
         Check("forward returns query, key, value, each [batch, seq, n_embd]", projects),
     ],
 )
+
+# Plausible learner mistakes: each must fail a check whose message or hint
+# contains `expect` (tests/test_checkers.py; the edits apply to the solution).
+MISTAKES = [
+    m(
+        "k, q, v order",
+        "return query, key, value",
+        "return key, query, value",
+        "This is the key",
+    ),
+    m(
+        "no bias",
+        "Linear(self.embed_dim, 3 * self.embed_dim, bias=True)",
+        "Linear(self.embed_dim, 3 * self.embed_dim, bias=False)",
+        "c_attn.bias",
+    ),
+    m(
+        "split the wrong axis",
+        "[self.embed_dim] * 3, axis=-1",
+        "[self.embed_dim] * 3, axis=1",
+        "split",
+    ),
+    m(
+        "two-way projection",
+        "3 * self.embed_dim, bias=True",
+        "2 * self.embed_dim, bias=True",
+        "c_attn.weight",
+    ),
+    m(
+        "q, v, k unpacked",
+        "query, key, value = F.split",
+        "query, value, key = F.split",
+        "This is the",
+    ),
+    m("returns a list", "return query, key, value", "return [query, key]", "tuple"),
+]

@@ -6,6 +6,7 @@ import numpy as np
 
 from tests import reference as ref
 from tests.checker import Check, Context, Step, expect_close, tensor
+from tests.mutants import Mutant, m
 
 BATCH, HEADS, SEQ, HEAD_DIM = 2, 3, 6, 16  # all different: a wrong axis shows
 EMBED = HEADS * HEAD_DIM
@@ -105,3 +106,40 @@ STEP = Step(
         Check("softmax(q k^T / sqrt(head_dim) + mask) v matches GPT-2", matches_reference),
     ],
 )
+
+# Plausible learner mistakes: each must fail a check whose message or hint
+# contains `expect` (tests/test_checkers.py; the edits apply to the solution).
+MISTAKES = [
+    m(
+        "no scale",
+        "scores = scores / math.sqrt(int(head_dim))",
+        "scores = scores",
+        "not scaled",
+    ),
+    m("scale by head_dim", "math.sqrt(int(head_dim))", "int(head_dim)", "divided by head_dim"),
+    m("no mask", "scores = scores + mask", "scores = scores", "causal mask"),
+    m(
+        "softmax over queries",
+        "F.softmax(scores, axis=-1)",
+        "F.softmax(scores, axis=-2)",
+        "wrong axis",
+    ),
+    Mutant(
+        "mask after softmax",
+        (
+            ("scores = scores + mask\n", ""),
+            (
+                "weights = F.softmax(scores, axis=-1)\n",
+                "weights = F.softmax(scores, axis=-1) + mask\n",
+            ),
+        ),
+        "after the softmax",
+    ),
+    m("no key transpose", "query @ key.transpose(-1, -2)", "query @ key", "raised"),
+    m(
+        "multiplied by sqrt",
+        "scores = scores / math.sqrt",
+        "scores = scores * math.sqrt",
+        "multiplied",
+    ),
+]

@@ -6,6 +6,7 @@ from tests import reference as ref
 from tests.checker import Check, Context, Step, expect_close, tensor
 from tests.specs.common import BATCH, SEQ, linear_shapes, small_config
 from tests.specs.step_08 import attention_mistakes
+from tests.mutants import m
 
 CONFIG = small_config()
 E, H = CONFIG.n_embd, CONFIG.n_head
@@ -111,3 +112,46 @@ STEP = Step(
         Check("forward matches GPT-2's attention", forward),
     ],
 )
+
+# Plausible learner mistakes: each must fail a check whose message or hint
+# contains `expect` (tests/test_checkers.py; the edits apply to the solution).
+MISTAKES = [
+    m(
+        "split without transpose",
+        "tensor = tensor.reshape([batch, seq_length, num_heads, attn_head_size])\n        return tensor.transpose(1, 2)",
+        "return tensor.reshape([batch, num_heads, seq_length, attn_head_size])",
+        "without the transpose",
+    ),
+    m(
+        "merge without transpose",
+        "tensor = tensor.transpose(1, 2)\n        batch, seq_length = tensor.shape[0], tensor.shape[1]",
+        "batch, seq_length = tensor.shape[0], tensor.shape[2]",
+        "without the transpose",
+    ),
+    m("no c_proj", "return self.c_proj(attn_output)", "return attn_output", "c_proj"),
+    m(
+        "no scale",
+        "scores = scores / math.sqrt(self.head_dim)",
+        "scores = scores",
+        "not scaled",
+    ),
+    m("scale by n_embd", "math.sqrt(self.head_dim)", "math.sqrt(self.embed_dim)", "n_embd"),
+    m(
+        "no mask",
+        "scores = scores + causal_mask(",
+        "_unused = scores + causal_mask(",
+        "causal mask",
+    ),
+    m(
+        "softmax over queries",
+        "F.softmax(scores, axis=-1)",
+        "F.softmax(scores, axis=-2)",
+        "wrong axis",
+    ),
+    m(
+        "c_proj without bias",
+        "self.c_proj = Linear(self.embed_dim, self.embed_dim, bias=True)",
+        "self.c_proj = Linear(self.embed_dim, self.embed_dim, bias=False)",
+        "c_proj.bias",
+    ),
+]

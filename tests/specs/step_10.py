@@ -5,6 +5,7 @@ from solutions.solution_04 import GPT2MLP
 from tests import reference as ref
 from tests.checker import Check, Context, Step, expect_close, tensor
 from tests.specs.common import BATCH, SEQ, linear_shapes, small_config
+from tests.mutants import m
 
 CONFIG = small_config()
 E, INNER = CONFIG.n_embd, CONFIG.n_inner
@@ -91,3 +92,34 @@ STEP = Step(
         Check("x + mlp(layer_norm(x)) matches GPT-2", matches),
     ],
 )
+
+# Plausible learner mistakes: each must fail a check whose message or hint
+# contains `expect` (tests/test_checkers.py; the edits apply to the solution).
+MISTAKES = [
+    m("post-norm", "return x + sublayer(norm(x))", "return norm(x + sublayer(x))", "post-norm"),
+    m(
+        "no residual",
+        "return x + sublayer(norm(x))",
+        "return sublayer(norm(x))",
+        "residual is missing",
+    ),
+    m("no norm", "return x + sublayer(norm(x))", "return x + sublayer(x)", "norm is skipped"),
+    m(
+        "normalized residual",
+        "return x + sublayer(norm(x))",
+        "return norm(x) + sublayer(norm(x))",
+        "normalized x",
+    ),
+    m(
+        "norm after sublayer",
+        "return x + sublayer(norm(x))",
+        "return x + norm(sublayer(x))",
+        "output instead of its input",
+    ),
+    m(
+        "subtracts",
+        "return x + sublayer(norm(x))",
+        "return x - sublayer(norm(x))",
+        "wrong values",
+    ),
+]

@@ -3,6 +3,7 @@
 from tests import reference as ref
 from tests.checker import Check, Context, Step, expect_close, tensor
 from tests.specs.common import BATCH, SEQ, block_shapes, small_config
+from tests.mutants import Mutant, m
 
 CONFIG = small_config()
 
@@ -80,3 +81,48 @@ STEP = Step(
         Check("the layer norms use config.layer_norm_epsilon", uses_config_eps),
     ],
 )
+
+# Plausible learner mistakes: each must fail a check whose message or hint
+# contains `expect` (tests/test_checkers.py; the edits apply to the solution).
+MISTAKES = [
+    m(
+        "no MLP half",
+        "return pre_norm_residual(hidden_states, self.ln_2, self.mlp)",
+        "return hidden_states",
+        "Only the attention half",
+    ),
+    m(
+        "norms swapped",
+        "pre_norm_residual(hidden_states, self.ln_1, self.attn)",
+        "pre_norm_residual(hidden_states, self.ln_2, self.attn)",
+        "wrong values",
+    ),
+    m(
+        "default eps",
+        "self.ln_1 = LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)",
+        "self.ln_1 = LayerNorm(config.n_embd)",
+        "layer_norm_epsilon",
+    ),
+    m(
+        "MLP width n_embd",
+        "GPT2MLP(config.n_inner, config)",
+        "GPT2MLP(config.n_embd, config)",
+        "mlp.c_fc.weight",
+    ),
+    Mutant(
+        "MLP first",
+        (
+            (
+                "        hidden_states = pre_norm_residual(hidden_states, self.ln_1, self.attn)\n",
+                "",
+            ),
+            (
+                "return pre_norm_residual(hidden_states, self.ln_2, self.mlp)",
+                "hidden_states = pre_norm_residual(hidden_states, self.ln_2, self.mlp)\n"
+                "        return pre_norm_residual(hidden_states, self.ln_1, self.attn)",
+            ),
+        ),
+        "MLP comes before attention",
+    ),
+    m("renamed attention", "self.attn = ", "self.attention = ", "parameter names"),
+]

@@ -3,6 +3,7 @@
 from tests import reference as ref
 from tests.checker import Check, Context, Step, expect_close, tensor
 from tests.specs.common import BATCH, SEQ, model_shapes, small_config
+from tests.mutants import m
 
 # Not LayerNorm's default epsilon, so a layer norm built without config's shows.
 CONFIG = small_config(n_layer=3, layer_norm_epsilon=1e-3)
@@ -76,3 +77,50 @@ STEP = Step(
         Check("works for a single token", one_token),
     ],
 )
+
+# Plausible learner mistakes: each must fail a check whose message or hint
+# contains `expect` (tests/test_checkers.py; the edits apply to the solution).
+MISTAKES = [
+    m(
+        "ln_f without the config's epsilon",
+        "self.ln_f = LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)",
+        "self.ln_f = LayerNorm(config.n_embd)",
+        "default epsilon",
+    ),
+    m(
+        "no ln_f",
+        "return self.ln_f(hidden_states)",
+        "return hidden_states",
+        "ln_f is not applied",
+    ),
+    m(
+        "first block only",
+        "for block in self.h:",
+        "for block in list(self.h)[:1]:",
+        "Only the first block",
+    ),
+    m(
+        "one block too few",
+        "for _ in range(config.n_layer)",
+        "for _ in range(config.n_layer - 1)",
+        "parameter names",
+    ),
+    m(
+        "reversed blocks",
+        "for block in self.h:",
+        "for block in reversed(list(self.h)):",
+        "reverse order",
+    ),
+    m(
+        "no positions",
+        "hidden_states = self.wte(input_ids) + self.wpe(positions)",
+        "hidden_states = self.wte(input_ids)",
+        "Position embeddings are missing",
+    ),
+    m(
+        "ln_f default eps",
+        "self.ln_f = LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)",
+        "self.ln_f = LayerNorm(config.n_embd, eps=0.1)",
+        "wrong values",
+    ),
+]

@@ -5,6 +5,7 @@ import numpy as np
 from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor
 from tests.specs.common import BATCH, SEQ, lm_shapes, small_config, tied_lm_weights
+from tests.mutants import Mutant, m
 
 CONFIG = small_config()
 SHAPES = lm_shapes(CONFIG)
@@ -62,3 +63,47 @@ STEP = Step(
         Check("logits match GPT-2's [batch, seq, vocab_size]", logits),
     ],
 )
+
+# Plausible learner mistakes: each must fail a check whose message or hint
+# contains `expect` (tests/test_checkers.py; the edits apply to the solution).
+MISTAKES = [
+    m(
+        "returns hidden states",
+        "return self.lm_head(self.transformer(input_ids))",
+        "return self.transformer(input_ids)",
+        "hidden states",
+    ),
+    m(
+        "head with bias",
+        "Linear(config.n_embd, config.vocab_size, bias=False)",
+        "Linear(config.n_embd, config.vocab_size, bias=True)",
+        "lm_head.bias",
+    ),
+    m("not tied", "self.lm_head.weight = self.transformer.wte.weight", "pass", "tied"),
+    m(
+        "tied to wpe",
+        "self.lm_head.weight = self.transformer.wte.weight",
+        "self.lm_head.weight = self.transformer.wpe.weight",
+        "lm_head.weight",
+    ),
+    Mutant(
+        "softmax applied",
+        (
+            (
+                "from max.experimental.nn import",
+                "from max.experimental import functional as F\nfrom max.experimental.nn import",
+            ),
+            (
+                "return self.lm_head(self.transformer(input_ids))",
+                "return F.softmax(self.lm_head(self.transformer(input_ids)), axis=-1)",
+            ),
+        ),
+        "Softmax",
+    ),
+    m(
+        "renamed body",
+        "self.transformer = GPT2Model(config)\n",
+        "self.body = GPT2Model(config)\n        self.transformer = self.body\n",
+        "parameter names",
+    ),
+]

@@ -6,6 +6,7 @@ from solutions.solution_13 import MaxGPT2LMHeadModel
 from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step
 from tests.specs.common import small_config, tied_lm_weights
+from tests.mutants import m
 
 CONFIG = small_config(n_positions=24, n_layer=1)
 LOGITS = np.array([2.0, 1.0, 0.5, 3.0, -1.0, 0.0, 2.5, -2.0])
@@ -326,3 +327,72 @@ STEP = Step(
         Check("generate_text streams the new text", streams_text),
     ],
 )
+
+# Plausible learner mistakes: each must fail a check whose message or hint
+# contains `expect` (tests/test_checkers.py; the edits apply to the solution).
+MISTAKES = [
+    m(
+        "temperature multiplies",
+        "logits.astype(np.float64) / temperature",
+        "logits.astype(np.float64) * temperature",
+        "temperature",
+    ),
+    m(
+        "top-k off by one",
+        "np.partition(logits, -top_k)[-top_k]",
+        "np.partition(logits, -top_k - 1)[-top_k - 1]",
+        "top_k",
+    ),
+    m(
+        "argmax when sampling",
+        "return int(rng.choice(logits.size, p=probs))",
+        "return int(np.argmax(probs))",
+        "drawn",
+    ),
+    m(
+        "uniform draw",
+        "return int(rng.choice(logits.size, p=probs))",
+        "return int(rng.choice(logits.size))",
+        "drew token",
+    ),
+    m(
+        "first position's logits",
+        "np.asarray(logits.to_numpy())[0, -1]",
+        "np.asarray(logits.to_numpy())[0, 0]",
+        "greedy",
+    ),
+    m(
+        "new rng per token",
+        "next_id = sample_next_token(logits, temperature=temperature, top_k=top_k, rng=rng)",
+        "next_id = sample_next_token(logits, temperature=temperature, top_k=top_k, "
+        "rng=np.random.default_rng())",
+        "seed",
+    ),
+    m("no context crop", "token_ids[-context_length:]", "token_ids", "context window"),
+    m("yields whole text", "yield text[len(shown) :]", "yield text", "several pieces"),
+    m("chosen token never appended", "token_ids.append(next_id)", "pass", "append each chosen"),
+    m(
+        "k-th largest from the wrong end",
+        "np.partition(logits, -top_k)[-top_k]",
+        "np.partition(logits, top_k)[-top_k]",
+        "wrong end",
+    ),
+    m(
+        "k-th largest at the wrong index",
+        "np.partition(logits, -top_k)[-top_k]",
+        "np.partition(logits, -top_k)[top_k]",
+        "wrong end",
+    ),
+    m(
+        "top_k not passed on when sampling",
+        "temperature=temperature, top_k=top_k, rng=rng)",
+        "temperature=temperature, rng=rng)",
+        "top_k= and the one rng",
+    ),
+    m(
+        "softmax without the max shift",
+        "np.exp(logits - logits.max())",
+        "np.exp(logits)",
+        "subtract the max",
+    ),
+]

@@ -22,6 +22,7 @@ from solutions.solution_13 import MaxGPT2LMHeadModel
 from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor
 from tests.specs.common import BATCH, SEQ, lm_shapes, model_shapes, small_config, tied_lm_weights
+from tests.mutants import m
 
 CONFIG = small_config()
 BODY = model_shapes(CONFIG, "transformer.")
@@ -518,3 +519,94 @@ STEP = Step(
         ),
     ],
 )
+
+# Plausible learner mistakes: each must fail a check whose message or hint
+# contains `expect` (tests/test_checkers.py; the edits apply to the solution).
+MISTAKES = [
+    m(
+        "lm_head tied with `or`",
+        '"lm_head.weight" not in state and "transformer.wte.weight" in state',
+        '"lm_head.weight" not in state or "transformer.wte.weight" in state',
+        "(`and`)",
+    ),
+    m(
+        "given load_config drops a field",
+        "if k in known}",
+        'if k in known and k != "n_layer"}',
+        "given code",
+    ),
+    m(
+        "no transpose",
+        "array = np.ascontiguousarray(array.T)",
+        "array = np.ascontiguousarray(array)",
+        "[in, out]",
+    ),
+    m(
+        "every 2-D weight transposed",
+        'if name.endswith(".weight") and any(f".{layer}." in name for layer in CONV1D_LAYERS):',
+        "if array.ndim == 2:",
+        "only the Conv1D weights",
+    ),
+    m(
+        "attn.c_proj left out",
+        'CONV1D_LAYERS = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")',
+        'CONV1D_LAYERS = ("attn.c_attn", "mlp.c_fc", "mlp.c_proj")',
+        "square",
+    ),
+    m(
+        "transposed view, not contiguous",
+        "array = np.ascontiguousarray(array.T)",
+        "array = array.T",
+        "contiguous",
+    ),
+    m(
+        "no prefix",
+        'name = "transformer." + name',
+        "pass",
+        "prefix",
+    ),
+    m(
+        "prefix on lm_head too",
+        'if not name.startswith(("transformer.", "lm_head.")):',
+        'if not name.startswith("transformer."):',
+        "lm_head",
+    ),
+    m(
+        "buffers kept",
+        "continue  # a mask buffer",
+        "pass  # a mask buffer",
+        "buffer",
+    ),
+    m(
+        "head not tied",
+        'state["lm_head.weight"] = state["transformer.wte.weight"]',
+        "pass",
+        "tied",
+    ),
+    m(
+        "float64",
+        "np.asarray(array, dtype=np.float32)",
+        "np.asarray(array, dtype=np.float64)",
+        "float32",
+    ),
+    m(
+        "dtype kept",
+        "np.asarray(array, dtype=np.float32)",
+        "np.asarray(array)",
+        "float16",
+    ),
+    m("shapes not compared", "if found != tuple(shape):", "if False:", "shape"),
+    m(
+        "missing tensor not caught",
+        "if name not in state:",
+        "if False:",
+        "name not in state",
+    ),
+    m("extra tensors ignored", "if extra:", "if False:", "set(state) - set(expected)"),
+    m(
+        "message without the name",
+        'f"the checkpoint has no tensor {name} (shape {list(shape)})."',
+        '"a tensor is missing."',
+        "does not name",
+    ),
+]

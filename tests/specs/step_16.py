@@ -5,6 +5,7 @@ import numpy as np
 from solutions.solution_13 import MaxGPT2LMHeadModel
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor
 from tests.specs.common import small_config, tied_lm_weights
+from tests.mutants import m
 
 CONFIG = small_config(n_layer=1)
 
@@ -91,3 +92,19 @@ STEP = Step(
         Check("and other batch sizes", any_batch),
     ],
 )
+
+# Plausible learner mistakes: each must fail a check whose message or hint
+# contains `expect` (tests/test_checkers.py; the edits apply to the solution).
+MISTAKES = [
+    m("returns the eager model", "return model.compile(input_type)", "return model", "Module"),
+    m(
+        "an eager wrapper",
+        "return model.compile(input_type)",
+        "return lambda ids: model(ids)",
+        "compiled graph",
+    ),
+    m("float token ids", "TensorType(DType.int64,", "TensorType(DType.float32,", "raised"),
+    m("no input type", "return model.compile(input_type)", "return model.compile()", "raised"),
+    m("one axis only", '["batch", "seq"]', '["seq"]', "raised"),
+    m("fixed length", '["batch", "seq"]', '["batch", 5]', "other lengths"),
+]

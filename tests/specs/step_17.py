@@ -5,6 +5,7 @@ import numpy as np
 from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor
 from tests.specs.common import lm_shapes, small_config, tied_lm_weights
+from tests.mutants import m
 
 CONFIG = small_config(n_layer=2, n_positions=32)
 L, H, E = CONFIG.n_layer, CONFIG.n_head, CONFIG.n_embd
@@ -169,3 +170,50 @@ STEP = Step(
         Check("greedy generation with the cache matches GPT-2's", greedy_matches),
     ],
 )
+
+# Plausible learner mistakes: each must fail a check whose message or hint
+# contains `expect` (tests/test_checkers.py; the edits apply to the solution).
+MISTAKES = [
+    m(
+        "positions restart at 0",
+        "num_cached, num_cached + input_ids.shape[-1],",
+        "0, input_ids.shape[-1],",
+        "position 0",
+    ),
+    m(
+        "cache not appended",
+        "key = F.concat([past_key, self._split_heads(key, self.num_heads, self.head_dim)], axis=2)",
+        "key = self._split_heads(key, self.num_heads, self.head_dim)",
+        "cache",
+    ),
+    m(
+        "mask ignores the cache",
+        "seq_length, int(num_cached), dtype=",
+        "seq_length, 0, dtype=",
+        "offset",
+    ),
+    m(
+        "returns the old cache",
+        "return logits, F.stack(keys, axis=0), F.stack(values, axis=0)",
+        "return logits, past_keys, past_values",
+        "keys",
+    ),
+    m(
+        "keys and values swapped",
+        "return logits, F.stack(keys, axis=0), F.stack(values, axis=0)",
+        "return logits, F.stack(values, axis=0), F.stack(keys, axis=0)",
+        "keys",
+    ),
+    m(
+        "whole sequence fed again",
+        "input_ids = np.asarray([[next_id]], dtype=np.int64)  # only the new token",
+        "input_ids = np.concatenate([input_ids, [[next_id]]], axis=1)",
+        "Feed the prompt once",
+    ),
+    m(
+        "every layer reads layer 0's cache",
+        "block(hidden_states, past_keys[index], past_values[index])",
+        "block(hidden_states, past_keys[0], past_values[0])",
+        "new token",
+    ),
+]

@@ -17,6 +17,7 @@ import numpy as np
 from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor, to_numpy
 from tests.specs.common import lm_shapes, small_config, tied_lm_weights
+from tests.mutants import Mutant, m
 
 CONFIG = small_config(n_layer=2, n_positions=32)
 L, H, E = CONFIG.n_layer, CONFIG.n_head, CONFIG.n_embd
@@ -326,3 +327,88 @@ STEP = Step(
         Check("decoding after the cache, and a new request joining the batch", decode_after_cache),
     ],
 )
+
+# Plausible learner mistakes: each must fail a check whose message or hint
+# contains `expect` (tests/test_checkers.py; the edits apply to the solution).
+MISTAKES = [
+    m(
+        "one shared key/value head",
+        "n_kv_heads=config.n_head,",
+        "n_kv_heads=1,",
+        "one key/value head per query head",
+    ),
+    m(
+        "head_dim is the whole width",
+        "head_dim=config.n_embd // config.n_head,",
+        "head_dim=config.n_embd,",
+        "n_embd // n_head",
+    ),
+    m(
+        "positions ignore the cache",
+        "shift = cache_lengths - starts",
+        "shift = 0 * cache_lengths - starts",
+        "add cache_lengths",
+    ),
+    m(
+        "positions count through the batch",
+        "shift = cache_lengths - starts",
+        "shift = cache_lengths",
+        "subtract each request's start",
+    ),
+    m(
+        "each request's first row",
+        "last = F.cast(input_row_offsets[1:], DType.int64) - 1",
+        "last = F.cast(input_row_offsets[:-1], DType.int64)",
+        "first rows",
+    ),
+    Mutant(
+        "keys and values swapped",
+        (
+            (
+                "store_keys(kv_collection, key.reshape(heads)",
+                "store_keys(kv_collection, value.reshape(heads)",
+            ),
+            (
+                "store_values(kv_collection, value.reshape(heads)",
+                "store_values(kv_collection, key.reshape(heads)",
+            ),
+        ),
+        "key/value order",
+    ),
+    m(
+        "values never stored",
+        "store_values(kv_collection, value.reshape(heads), input_row_offsets, layer_idx)\n",
+        "",
+        "store_keys and store_values first",
+    ),
+    m(
+        "scores scaled by sqrt(head_dim)",
+        "scale=1 / math.sqrt(self.head_dim)",
+        "scale=math.sqrt(self.head_dim)",
+        "1/sqrt(head_dim)",
+    ),
+    m(
+        "no causal mask",
+        "mask_variant=MHAMaskVariant.CAUSAL_MASK",
+        "mask_variant=MHAMaskVariant.NULL_MASK",
+        "causal mask",
+    ),
+    m(
+        "query not split into heads",
+        "input=query.reshape(heads)",
+        "input=query",
+        "Reshape the query",
+    ),
+    m(
+        "every layer is layer 0",
+        "F.constant(index, DType.uint32",
+        "F.constant(0, DType.uint32",
+        "its own layer_idx",
+    ),
+    m(
+        "positions from 0 across the batch",
+        "positions = ragged_positions(input_row_offsets, cache_lengths, tokens.shape[0])",
+        "positions = Tensor.arange(tokens.shape[0], dtype=DType.int64)",
+        "positions",
+    ),
+]
