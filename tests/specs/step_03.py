@@ -4,8 +4,8 @@ import numpy as np
 
 from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor
-from tests.specs.common import BATCH, SEQ
 from tests.mutants import m
+from tests.specs.common import BATCH, SEQ
 
 DIM = 64
 

@@ -4,8 +4,8 @@ import numpy as np
 
 from tests import reference as ref
 from tests.checker import Check, Context, Step, expect_close, tensor
-from tests.specs.common import BATCH, SEQ, linear_shapes, small_config
 from tests.mutants import m
+from tests.specs.common import BATCH, SEQ, linear_shapes, small_config
 
 CONFIG = small_config()
 INNER = 4 * CONFIG.n_embd

@@ -1,8 +1,8 @@
 """Checks for step 05: GPT2TokenEmbedding."""
 
 from tests.checker import Check, Context, Step, expect_close, tensor
-from tests.specs.common import BATCH, SEQ, small_config
 from tests.mutants import m
+from tests.specs.common import BATCH, SEQ, small_config
 
 CONFIG = small_config()
 SHAPES = {"wte.weight": (CONFIG.vocab_size, CONFIG.n_embd)}

@@ -2,8 +2,8 @@
 
 from tests import reference as ref
 from tests.checker import Check, Context, Step, expect_close, tensor
-from tests.specs.common import BATCH, SEQ, small_config
 from tests.mutants import m
+from tests.specs.common import BATCH, SEQ, small_config
 
 CONFIG = small_config()
 SHAPES = {

@@ -4,9 +4,9 @@ import math
 
 from tests import reference as ref
 from tests.checker import Check, Context, Step, expect_close, tensor
+from tests.mutants import m
 from tests.specs.common import BATCH, SEQ, linear_shapes, small_config
 from tests.specs.step_08 import attention_mistakes
-from tests.mutants import m
 
 CONFIG = small_config()
 E, H = CONFIG.n_embd, CONFIG.n_head

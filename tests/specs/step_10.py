@@ -4,8 +4,8 @@ from solutions.solution_03 import LayerNorm
 from solutions.solution_04 import GPT2MLP
 from tests import reference as ref
 from tests.checker import Check, Context, Step, expect_close, tensor
-from tests.specs.common import BATCH, SEQ, linear_shapes, small_config
 from tests.mutants import m
+from tests.specs.common import BATCH, SEQ, linear_shapes, small_config
 
 CONFIG = small_config()
 E, INNER = CONFIG.n_embd, CONFIG.n_inner

@@ -2,8 +2,8 @@
 
 from tests import reference as ref
 from tests.checker import Check, Context, Step, expect_close, tensor
-from tests.specs.common import BATCH, SEQ, model_shapes, small_config
 from tests.mutants import m
+from tests.specs.common import BATCH, SEQ, model_shapes, small_config
 
 # Not LayerNorm's default epsilon, so a layer norm built without config's shows.
 CONFIG = small_config(n_layer=3, layer_norm_epsilon=1e-3)

@@ -4,8 +4,8 @@ import numpy as np
 
 from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor
-from tests.specs.common import BATCH, SEQ, lm_shapes, small_config, tied_lm_weights
 from tests.mutants import Mutant, m
+from tests.specs.common import BATCH, SEQ, lm_shapes, small_config, tied_lm_weights
 
 CONFIG = small_config()
 SHAPES = lm_shapes(CONFIG)

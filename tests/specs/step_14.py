@@ -5,8 +5,8 @@ import numpy as np
 from solutions.solution_13 import MaxGPT2LMHeadModel
 from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step
-from tests.specs.common import small_config, tied_lm_weights
 from tests.mutants import m
+from tests.specs.common import small_config, tied_lm_weights
 
 CONFIG = small_config(n_positions=24, n_layer=1)
 LOGITS = np.array([2.0, 1.0, 0.5, 3.0, -1.0, 0.0, 2.5, -2.0])

@@ -21,8 +21,8 @@ from solutions.solution_01 import GPT2Config
 from solutions.solution_13 import MaxGPT2LMHeadModel
 from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor
-from tests.specs.common import BATCH, SEQ, lm_shapes, model_shapes, small_config, tied_lm_weights
 from tests.mutants import m
+from tests.specs.common import BATCH, SEQ, lm_shapes, model_shapes, small_config, tied_lm_weights
 
 CONFIG = small_config()
 BODY = model_shapes(CONFIG, "transformer.")

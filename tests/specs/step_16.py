@@ -4,8 +4,8 @@ import numpy as np
 
 from solutions.solution_13 import MaxGPT2LMHeadModel
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor
-from tests.specs.common import small_config, tied_lm_weights
 from tests.mutants import m
+from tests.specs.common import small_config, tied_lm_weights
 
 CONFIG = small_config(n_layer=1)
 

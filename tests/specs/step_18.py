@@ -16,8 +16,8 @@ import numpy as np
 
 from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor, to_numpy
-from tests.specs.common import lm_shapes, small_config, tied_lm_weights
 from tests.mutants import Mutant, m
+from tests.specs.common import lm_shapes, small_config, tied_lm_weights
 
 CONFIG = small_config(n_layer=2, n_positions=32)
 L, H, E = CONFIG.n_layer, CONFIG.n_head, CONFIG.n_embd
