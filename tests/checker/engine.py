@@ -181,10 +181,51 @@ def parameter_shapes(module: Any) -> dict[str, tuple[int, ...]]:
     return {name: tuple(int(d) for d in tensor.shape) for name, tensor in parameters}
 
 
+def submodule(module: Any, dotted: str) -> Any:
+    """The object a parameter name's prefix names ("h.0.attn" of "h.0.attn.c_attn.weight")."""
+    for part in dotted.split(".")[:-1]:
+        module = module[int(part)] if part.isdigit() else getattr(module, part, None)
+        if module is None:
+            return None
+    return module
+
+
+def missing_bias(module: Any, missing: list[str], actual: dict[str, Any]) -> Fail | None:
+    """A Fail naming the layers built without their bias, when that is all that differs."""
+    biasless = [
+        n for n in missing if n.endswith(".bias") and n[: -len("bias")] + "weight" in actual
+    ]
+    if not biasless or len(biasless) != len(missing):
+        return None
+    layers = ", ".join(n.removesuffix(".bias") for n in biasless)
+    kind = type(submodule(module, biasless[0])).__name__
+    return Fail(
+        f"{layers} has no bias ({', '.join(biasless)} is missing).",
+        f"GPT-2's {kind} layers add a bias: was the layer built with bias=False? "
+        f"Build it with bias=True.",
+    )
+
+
+def transposed_hint(module: Any, name: str) -> str:
+    """Why a weight comes out transposed, in the terms of the layer that holds it."""
+    kind = type(submodule(module, name)).__name__
+    if kind == "Embedding":
+        return (
+            "Embedding(num_embeddings, dim) stores one row per entry, [num_embeddings, dim]: "
+            "are its two sizes swapped?"
+        )
+    return (
+        "MAX's Linear(in_dim, out_dim) stores its weight as [out_dim, in_dim]: "
+        "are in_dim and out_dim swapped?"
+    )
+
+
 def expect_parameters(module: Any, expected: dict[str, tuple[int, ...]]) -> None:
     actual = parameter_shapes(module)
     missing = [n for n in expected if n not in actual]
     extra = [n for n in actual if n not in expected]
+    if missing and not extra and (failure := missing_bias(module, missing, actual)):
+        raise failure
     if missing or extra:
         lines = []
         if missing:
@@ -197,12 +238,7 @@ def expect_parameters(module: Any, expected: dict[str, tuple[int, ...]]) -> None
         )
     for name, shape in expected.items():
         if actual[name] != shape:
-            hint = None
-            if actual[name] == shape[::-1]:
-                hint = (
-                    "MAX's Linear(in_dim, out_dim) stores its weight as [out_dim, in_dim]: "
-                    "are in_dim and out_dim swapped?"
-                )
+            hint = transposed_hint(module, name) if actual[name] == shape[::-1] else None
             raise Fail(f"{name} has shape {list(actual[name])}, expected {list(shape)}.", hint)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import itertools
+import re
 import signal
 import sys
 import traceback
@@ -55,11 +56,37 @@ def first_line(message: str, limit: int = 240) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+# In MAX's multi-line errors, the operands ("indices = TensorValue(dtype=...)")
+# and the closing paragraph (what the op requires) name the cause.
+OPERAND = re.compile(r"^\s*\w+ = Tensor(?:Value|Type)\(")
+MAX_CAUSE_LINES = 6
+
+
+def explanation(message: str, limit: int = 240) -> list[str]:
+    """The lines of an error message that name its cause: the first line, then,
+    for MAX's multi-line errors, the operands and the closing paragraph."""
+    lines = [line.rstrip() for line in str(message).splitlines()]
+    first = first_line(message, limit)
+    rest = [line.strip() for line in lines[1:] if line.strip()]
+    if not rest:
+        return [first] if first else []
+    operands = [line for line in rest if OPERAND.match(line)]
+    paragraphs = [p.strip() for p in re.split(r"\n\s*\n", "\n".join(lines[1:])) if p.strip()]
+    closing = [line.strip() for line in paragraphs[-1].splitlines()] if paragraphs else []
+    cause = [line for line in closing if line not in operands and not line.endswith(":")]
+    picked = operands + cause
+    shortened = [line if len(line) <= limit else line[: limit - 3] + "..." for line in picked]
+    return [first] + shortened[-MAX_CAUSE_LINES:]
+
+
 def summarize(error: BaseException, learner_file: Path) -> str:
-    """One or two lines: what was raised, and where in the learner's own code."""
+    """What was raised (with the lines of a long message that name the cause),
+    and where in the learner's own code."""
     kind = type(error).__name__
-    message = first_line(str(error))
-    head = f"{kind}: {message}" if message else kind
+    lines = explanation(str(error))
+    head = f"{kind}: {lines[0]}" if lines else kind
+    if len(lines) > 1:
+        head += "\n" + "\n".join(f"   {line}" for line in lines[1:])
     frames = traceback.extract_tb(error.__traceback__)
     learner = Path(learner_file).resolve()
     # Prefer the learner's file; else the deepest frame in the tutorial's code.
