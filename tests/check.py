@@ -24,7 +24,7 @@ from pathlib import Path
 
 from tools import max_runtime
 
-from .checker import report
+from .checker import memo, report
 from .checker.engine import Step
 from .checker.isolate import Worker, WorkerError
 from .checker.learner import REPO, display_path
@@ -75,12 +75,16 @@ def check_one(
     step_id = f"{number:02d}"
 
     def header(title: str) -> None:
+        if not quiet and worker.cold and worker.runs_max:
+            warn_if_cold(cold=True)
         if not quiet:
             line = report.bold(f"Step {step_id}: {title}") + report.dim(f"  ({display_path(path)})")
             print(line, flush=True)
 
     started = time.perf_counter()
     _, outcomes = worker.run_step(number, path.resolve(), on_title=header)
+    if path.resolve() == step_file(number, solutions=False).resolve():
+        memo.remember(number, path.resolve(), outcomes)  # for `tools.learn hint`
     ok = report.passed(outcomes)
     if quiet:
         return ok
@@ -151,15 +155,21 @@ def spec_title(number: int) -> str:
     return match.group(2) if match else ""
 
 
-def warn_if_cold(cold: bool | None = None) -> None:
-    """Say so when MAX's kernel cache is cold (`cold`, or asked of MAX here)."""
+_warned_cold = False
+
+
+def warn_if_cold(cold: bool | None = None, say: bool = True) -> None:
+    """Say so (once, unless `say` is false) when MAX's kernel cache is cold
+    (`cold`, or asked of MAX here)."""
+    global _warned_cold
     if cold is None:
         cold = not max_runtime.kernel_cache_is_warm()
     if cold:
         # Compiling can take minutes: a generous per-check time limit meanwhile.
         os.environ["CHECK_COLD_CACHE"] = "1"
-        if report.plain():
+        if report.plain() or not say or _warned_cold:
             return
+        _warned_cold = True
         print(
             report.dim(
                 "MAX has not compiled its kernels on this machine yet: the first check compiles "
@@ -191,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
             if not path.is_file():
                 raise UsageError(f"{display_path(path)} does not exist.")
         worker.start()  # imports MAX: knows whether its kernel cache is cold
-        warn_if_cold(worker.cold)
+        # One step's check says so before its header, when that step runs MAX.
+        warn_if_cold(worker.cold, say=everything)
         if everything:
             return 0 if check_all(args.solutions, worker) else 1
         return 0 if check_one(number, path, worker=worker) else 1

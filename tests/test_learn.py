@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.checker import memo
 from tools import learn, max_runtime
 
 REPO = Path(__file__).resolve().parents[1]
@@ -241,6 +242,7 @@ def test_hints_advance_one_tier_at_a_time(
 ) -> None:
     state_file = tmp_path / ".learn_state.json"
     monkeypatch.setattr(learn, "STATE_FILE", state_file)
+    monkeypatch.setattr(memo, "RESULTS", tmp_path / ".check_results.json")
     tiers = learn.load_hints(5)
     for shown in (1, 2, 3):
         assert learn.main(["hint", "05"]) == 0

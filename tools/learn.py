@@ -538,11 +538,75 @@ def show_solution_if_passing(number: int, tiers: list[str]) -> None:
     )
 
 
-def cmd_hint(args: argparse.Namespace) -> int:
-    number = parse_step(args.step)
-    if args.solution:
-        print_solution(number)
-        return 0
+# -- hints for the check that fails ---------------------------------------------
+
+
+def current_outcomes(number: int):  # -> list[tests.checker.Outcome]
+    """The step's outcomes now: the last check's if the file is unchanged since,
+    else from running the check (quietly)."""
+    checker()
+    memo = importlib.import_module("tests.checker.memo")
+    path = step_path(number)
+    outcomes = memo.recall(number, path)
+    if outcomes is None:
+        prepare_max()
+        transient(f"checking step {number:02d}…")
+        passes(number)  # check_one stores the outcomes for the learner's file
+        transient()
+        outcomes = memo.recall(number, path)
+    return outcomes or []
+
+
+def check_hint_counts(state: dict, number: int) -> dict:
+    """{"check|topic": rungs shown} for step `number`, from the state file."""
+    steps = state.get("check_hints")
+    counts = steps.get(f"{number:02d}") if isinstance(steps, dict) else None
+    return counts if isinstance(counts, dict) else {}
+
+
+def record_check_hints(state: dict, number: int, key: str, count: int) -> None:
+    steps = state.get("check_hints") if isinstance(state.get("check_hints"), dict) else {}
+    steps[f"{number:02d}"] = {**check_hint_counts(state, number), key: count}
+    state["check_hints"] = steps
+    write_atomically(STATE_FILE, json.dumps(state, indent=2, sort_keys=True) + "\n")
+
+
+def print_failure(number: int, failure) -> None:
+    report = checker().report
+    print(report.bold(f"Step {number:02d}, {title(number)}: the check that fails"))
+    report.print_outcomes([failure])
+
+
+def show_check_hint(number: int, failure, state: dict) -> None:
+    """The next rung of the failing check's ladder, and the rungs before it."""
+    report = checker().report
+    key = f"{failure.name}|{failure.topic}"
+    shown = check_hint_counts(state, number).get(key, 0)
+    shown = min(shown if isinstance(shown, int) and shown >= 0 else 0, len(failure.ladder))
+    now = min(shown + 1, len(failure.ladder))
+    print_failure(number, failure)
+    about = f" ({failure.topic})" if failure.topic else ""
+    for index, rung in enumerate(failure.ladder[:now], start=1):
+        heading = f"Hint {index} of {len(failure.ladder)} for this check{about}"
+        print(f"\n{report.bold(heading)}\n{rung}")
+    try:
+        record_check_hints(state, number, key, now)
+    except OSError as error:  # a read-only checkout: the hint is shown all the same
+        print(f"(could not save your hint count to {rel(STATE_FILE)}: {error})", file=sys.stderr)
+    if now < len(failure.ladder):
+        print(
+            f"\nStill stuck? `{PROG} hint {number:02d}` again shows one more hint for this check."
+        )
+    else:
+        print(
+            f"\nThat was the last hint for this check. Fix it and run "
+            f"{step_command(number)}; the reference solution is shown once the step passes, "
+            f"or now with `{PROG} hint {number:02d} --solution`."
+        )
+
+
+def show_step_hint(number: int) -> None:
+    """The step's own ladder (steps/hints/step_NN.md), one tier more each ask."""
     tiers = load_hints(number)
     state = load_state()
     shown = min(hints_shown(state, number), len(tiers))
@@ -550,6 +614,25 @@ def cmd_hint(args: argparse.Namespace) -> int:
         show_next_hint(number, tiers, state, shown)
     else:
         show_solution_if_passing(number, tiers)
+
+
+def cmd_hint(args: argparse.Namespace) -> int:
+    number = parse_step(args.step)
+    if args.solution:
+        print_solution(number)
+        return 0
+    if not step_path(number).is_file():
+        raise LearnError(
+            f"{rel(step_path(number))} is missing: `{PROG} reset {number:02d}` restores it."
+        )
+    failure = next((o for o in current_outcomes(number) if o.status == "fail"), None)
+    if failure is not None and failure.ladder:
+        show_check_hint(number, failure, load_state())
+        return 0
+    if failure is not None:  # placeholders, a syntax error, an import: the step's ladder
+        print_failure(number, failure)
+        print()
+    show_step_hint(number)
     return 0
 
 

@@ -86,6 +86,7 @@ class Worker:
     def __init__(self, quiet: bool = False) -> None:
         self.quiet = quiet
         self.cold = False
+        self.runs_max = True  # whether the step run last runs MAX operations
         self._process: subprocess.Popen[bytes] | None = None
         self._buffer = b""
         self.stopped_because = ""  # why the last wait ended early: time, memory or exit
@@ -214,6 +215,7 @@ class Worker:
         if step is None:
             raise WorkerError(f"the checker's worker stopped ({describe_exit(self.stop())}).")
         title, checks, limit = step["title"], step["checks"], step["limit"]
+        self.runs_max = bool(step.get("runs_max", True))
         if on_title:
             on_title(title)
         grace = limit + max(GRACE_FLOOR, GRACE_FACTOR * limit)
