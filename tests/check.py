@@ -96,11 +96,22 @@ def check_one(
         print(report.green(f"\nStep {step_id} passes: {done}/{len(outcomes)} checks{timing}."))
         nxt = [n for n in available_steps() if n > number]
         if nxt:
-            print(f"Next: open steps/step_{nxt[0]:02d}.py, then run `pixi run s{nxt[0]:02d}`.")
+            print(f"Next: open steps/step_{nxt[0]:02d}.py, then run {both_forms(nxt[0])}.")
     else:
         print(report.red(f"\nStep {step_id}: {done}/{len(outcomes)} checks pass{timing}."))
         print(f"Edit {display_path(path)} and run the check again.")
+        if path.resolve() == step_file(number, solutions=False).resolve():
+            print(
+                f"Stuck? `pixi run hint {step_id}` (pip: `python -m tools.learn hint {step_id}`) "
+                "gives a hint for the check that fails."
+            )
     return ok
+
+
+def both_forms(number: int, flag: str = "") -> str:
+    """The command that checks step `number`, for pixi and for pip."""
+    pixi = f"pixi run s{number:02d}{flag}" if not flag else f"pixi run check {number:02d}{flag}"
+    return f"`{pixi}` (pip: `python -m tests.check {number:02d}{flag}`)"
 
 
 def check_all(solutions: bool, worker: Worker) -> bool:
@@ -142,9 +153,7 @@ def check_all(solutions: bool, worker: Worker) -> bool:
     failing = [n for n, ok in results.items() if not ok]
     if failing:
         flag = " --solutions" if solutions else ""
-        print(
-            f"Next: step {failing[0]:02d}: `python -m tests.check {failing[0]:02d}{flag}` shows why."
-        )
+        print(f"Next: step {failing[0]:02d}: {both_forms(failing[0], flag)} shows why.")
     return not failing
 
 

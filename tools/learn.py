@@ -81,7 +81,7 @@ def checker() -> ModuleType:
         import tests.check as check
     except ImportError as error:
         raise LearnError(
-            f"cannot load the checker ({error}); `{PROG} doctor` says what is missing."
+            f"cannot load the checker ({error}); {learn_command('doctor')} says what is missing."
         ) from None
     return check
 
@@ -142,6 +142,12 @@ def read_source(path: Path) -> str:
 
 def step_command(number: int) -> str:
     return f"`pixi run s{number:02d}` (pip: `python -m tests.check {number:02d}`)"
+
+
+def learn_command(*words: str) -> str:
+    """One of this tool's commands, as pixi users and pip users type it."""
+    said = " ".join(words)
+    return f"`pixi run {said}` (pip: `{PROG} {said}`)"
 
 
 # -- skeletons: placeholders and the committed original ----------------------
@@ -328,11 +334,13 @@ def print_progress(states: dict[int, str], titles: dict[int, str]) -> None:
         return
     number = todo[0]
     if states[number] == MISSING:
-        print(f"Next: step {number:02d} is missing; `{PROG} reset {number:02d}` restores it.")
+        print(
+            f"Next: step {number:02d} is missing; {learn_command('reset', f'{number:02d}')} restores it."
+        )
         return
     print(f"Next: step {number:02d}, {titles[number]}, in {rel(step_path(number))}.")
     print(f"Check it with {step_command(number)},")
-    print(f"or on every save with `{PROG} watch`.")
+    print(f"or on every save with {learn_command('watch')}.")
 
 
 # -- next --------------------------------------------------------------------
@@ -344,7 +352,9 @@ def cmd_next(args: argparse.Namespace) -> int:
     for number in all_steps():
         path = step_path(number)
         if not path.is_file():
-            raise LearnError(f"{rel(path)} is missing: `{PROG} reset {number:02d}` restores it.")
+            raise LearnError(
+                f"{rel(path)} is missing: {learn_command('reset', f'{number:02d}')} restores it."
+            )
         prepare_max()
         transient(f"checking step {number:02d}…")
         ok, output = captured(
@@ -522,7 +532,7 @@ def show_next_hint(number: int, tiers: list[str], state: dict, shown: int) -> No
     except OSError as error:  # a read-only checkout: the hint is shown all the same
         print(f"(could not save your hint count to {rel(STATE_FILE)}: {error})", file=sys.stderr)
     more = "one more hint" if shown + 1 < len(tiers) else "the solution, once the step passes"
-    print(f"\nStill stuck? `{PROG} hint {number:02d}` again shows {more}.")
+    print(f"\nStill stuck? {learn_command('hint', f'{number:02d}')} again shows {more}.")
 
 
 def show_solution_if_passing(number: int, tiers: list[str]) -> None:
@@ -534,7 +544,7 @@ def show_solution_if_passing(number: int, tiers: list[str]) -> None:
         return
     print(
         f"That was the last hint. The solution is shown once step {number:02d} passes, "
-        f"or now with `{PROG} hint {number:02d} --solution`."
+        f"or now with {learn_command('hint', f'{number:02d}', '--solution')}."
     )
 
 
@@ -595,13 +605,13 @@ def show_check_hint(number: int, failure, state: dict) -> None:
         print(f"(could not save your hint count to {rel(STATE_FILE)}: {error})", file=sys.stderr)
     if now < len(failure.ladder):
         print(
-            f"\nStill stuck? `{PROG} hint {number:02d}` again shows one more hint for this check."
+            f"\nStill stuck? {learn_command('hint', f'{number:02d}')} again shows one more hint for this check."
         )
     else:
         print(
             f"\nThat was the last hint for this check. Fix it and run "
             f"{step_command(number)}; the reference solution is shown once the step passes, "
-            f"or now with `{PROG} hint {number:02d} --solution`."
+            f"or now with {learn_command('hint', f'{number:02d}', '--solution')}."
         )
 
 
@@ -623,7 +633,7 @@ def cmd_hint(args: argparse.Namespace) -> int:
         return 0
     if not step_path(number).is_file():
         raise LearnError(
-            f"{rel(step_path(number))} is missing: `{PROG} reset {number:02d}` restores it."
+            f"{rel(step_path(number))} is missing: {learn_command('reset', f'{number:02d}')} restores it."
         )
     failure = next((o for o in current_outcomes(number) if o.status == "fail"), None)
     if failure is not None and failure.ladder:
@@ -827,7 +837,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             print(f"   {finding.fix}")
     problems = [f for f in findings if f.level == "problem"]
     if not problems:
-        print(f"\nNo problems found. Start with `{PROG} next`.")
+        print(f"\nNo problems found. Start with {learn_command('next')}.")
         return 0
     print(f"\n{len(problems)} problem{'s' if len(problems) > 1 else ''} to fix:")
     for problem in problems:
@@ -858,7 +868,7 @@ def cmd_warm(args: argparse.Namespace) -> int:
         print("MAX's kernel cache is already warm: nothing to do.")
         return 0
     if args.check:
-        print(f"MAX's kernel cache is cold: `{PROG} warm` compiles it (about 5 minutes).")
+        print(f"MAX's kernel cache is cold: {learn_command('warm')} compiles it (about 5 minutes).")
         return 1
     print(
         "Compiling MAX's kernels once (`max warm-interpreter-cache`), so that later checks "
