@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import bench, max_runtime
+from tools import bench, llama_peer, max_runtime
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = '{"vocab_size": 300, "n_positions": 64, "n_embd": 64, "n_layer": 2, "n_head": 4}'
@@ -75,8 +75,11 @@ def fake_data() -> dict:
             busy=True,
         ),
         bandwidth_gb_s=dict(bench.summary([30.0, 31.0, 29.0]), method="best of 5"),
+        ceiling_gb_s=31.0,
+        weight_count=125_000_000,
         weight_bytes=500_000_000,
-        roofline_tokens_per_s=60.0,
+        roofline_tokens_per_s=62.0,
+        ceiling_fraction=bench.ceiling_fractions(per_contender, 125_000_000, 31.0),
         config=dict(n_layer=2),
         contenders=per_contender,
         ratios=ratios,
@@ -106,6 +109,24 @@ def test_report_and_plot_come_from_the_data(tmp_path: Path) -> None:
     assert "| concat | 4 | 0 |" in profile and "| **total** | **9** | **7** |" in profile
 
 
+def test_each_contender_gets_its_fraction_of_the_ceiling() -> None:
+    data = fake_data()
+    # fast: 20 tok/s (its best median) x 125 M weights x 4 bytes = 10 GB/s of 31 GB/s
+    assert data["ceiling_fraction"]["fast"] == pytest.approx(10 / 31)
+    report = bench.format_report(data)
+    assert "| ours, fast | 500 MB | 20.0 tok/s | 32% |" in report
+    assert not bench.over_ceiling(data)
+
+
+def test_no_fraction_over_the_ceiling_is_printed() -> None:
+    data = fake_data()
+    data["ceiling_fraction"] = bench.ceiling_fractions(data["contenders"], 125_000_000, 8.0)
+    assert bench.over_ceiling(data) == ["fast"]
+    report = bench.format_report(data)
+    assert "No fractions of the ceiling are given" in report and "125%" in report
+    assert "| ours, fast | 500 MB" not in report
+
+
 def test_each_device_and_dtype_has_files_of_its_own(tmp_path: Path) -> None:
     bench.render(dict(fake_data(), dtype="bfloat16"), tmp_path)
     assert sorted(path.name for path in tmp_path.iterdir()) == [
@@ -124,13 +145,14 @@ def test_smoke_run_on_a_tiny_model(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "tools.bench", "--config", TINY, "--lengths", "2", "4",
          "--repeats", "2", "--prefill-length", "32", "--no-cache-max", "2",
-         "--bandwidth-repeats", "1", "--bandwidth-mb", "16", "--device", "cpu",
+         "--bandwidth-repeats", "1", "--bandwidth-sizes", "16", "--device", "cpu",
          "--out", str(tmp_path / "book"), "--json", str(out)],
         cwd=REPO, env=max_runtime.child_env(), capture_output=True, text=True, timeout=1800,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     data = json.loads(out.read_text())
-    assert set(data["contenders"]) == {"transformers", "fast", "step17", "step16"}
+    peers = {"llama.cpp-f32"} if llama_peer.missing() is None else set()
+    assert set(data["contenders"]) == {"transformers", "fast", "step17", "step16"} | peers
     assert set(data["ratios"]["fast/transformers"]) == {"2", "4"}
     assert set(data["ratios"]["step16/transformers"]) == {"2"}  # capped by --no-cache-max
     for contender in data["contenders"].values():

@@ -176,6 +176,11 @@ def test_serve_feature_has_pyprojects_serve_extra() -> None:
     assert pixi_pins(feature("serve")["pypi-dependencies"]) == expected
 
 
+def test_peers_feature_has_pyprojects_peers_extra() -> None:
+    expected = pins(pyproject()["project"]["optional-dependencies"]["peers"])
+    assert pixi_pins(feature("peers")["pypi-dependencies"]) == expected
+
+
 def test_docs_feature_pins_mdbook_like_the_test_extra() -> None:
     test_extra = pins(pyproject()["project"]["optional-dependencies"]["test"])
     docs = pixi_pins(feature("docs")["pypi-dependencies"])

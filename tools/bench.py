@@ -22,6 +22,7 @@ not depend on the values, and nothing has to be downloaded.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.metadata
 import json
 import os
@@ -45,6 +46,7 @@ PROMPT_LENGTH = 16
 PREFILL_LENGTH = 512
 GPT2_124M = dict(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12)
 BASELINE = "transformers"
+OURS = ("fast", "step")  # keys of our contenders; every other one is a peer
 # Load above this fraction of the cores, or other processes using more than
 # this fraction of the CPU time while we measure: the machine is busy.
 BUSY_FRACTION = 0.25
@@ -59,6 +61,7 @@ class Contender:
     generate: Callable[[list[int], int], list[int]]
     compile_s: float | None = None
     max_length: int | None = None  # longer runs are skipped (quadratic models)
+    bytes_per_weight: float = 4.0  # what one decoded token reads per weight
 
 
 # --- statistics (pure: tests/test_bench.py checks them) ------------------------
@@ -188,22 +191,33 @@ def is_busy(load_1min: float, other_fraction: float | None, cores: int) -> bool:
     return load_1min > BUSY_FRACTION * cores
 
 
-def read_bandwidth(megabytes: int = 1024, best_of: int = 5, repeats: int = 5) -> dict:
-    """Bytes/s this machine reads from memory: a sum over a 1 GiB float32
-    array on every core (torch's reduction is multithreaded). One sample is
-    the best of `best_of` sums (the least disturbed); `repeats` samples give
-    a median and a spread."""
+def read_bandwidth(sizes_mb: Sequence[int] = (256, 1024), best_of: int = 3) -> float:
+    """GB/s this machine reads from memory now: the fastest of `best_of` sums
+    (torch's reduction streams the array on every core) over arrays of each
+    size in `sizes_mb`, all larger than the caches."""
     import torch
 
-    data = torch.ones(megabytes * 2**20 // 4, dtype=torch.float32)
-    data.sum()
-    samples = []
-    for _ in range(repeats):
-        best = min(_seconds(data.sum) for _ in range(best_of))
-        samples.append(data.numel() * 4 / best / 1e9)
-    return dict(
-        summary(samples), method=f"best of {best_of} sums of {megabytes} MiB, {repeats} times"
-    )
+    best = 0.0
+    for megabytes in sizes_mb:
+        data = torch.ones(megabytes * 2**20 // 4, dtype=torch.float32)
+        data.sum()
+        seconds = min(_seconds(data.sum) for _ in range(best_of))
+        best = max(best, data.numel() * 4 / seconds / 1e9)
+        del data
+    return best
+
+
+def ceiling_fractions(contenders: dict, weight_count: int, ceiling_gb_s: float) -> dict:
+    """Each contender's best median tokens/s as a fraction of what the ceiling
+    allows it (the ceiling's bytes/s over the bytes it reads per token)."""
+    fractions = {}
+    for key, contender in contenders.items():
+        speeds = [s["median"] for s in contender["tokens_per_s"].values()]
+        if not speeds:
+            continue
+        bytes_per_token = weight_count * contender["bytes_per_weight"]
+        fractions[key] = max(speeds) * bytes_per_token / (ceiling_gb_s * 1e9)
+    return fractions
 
 
 def wait_until_idle(pids: Sequence[int], window: float = 0.2, timeout: float = 3.0) -> None:
@@ -230,7 +244,9 @@ def _seconds(fn: Callable[..., object], *args: object) -> float:
 # --- contenders ---------------------------------------------------------------
 
 
-def transformers_contender(hf_model, key: str, name: str, device: str) -> Contender:
+def transformers_contender(
+    hf_model, key: str, name: str, device: str, bytes_per_weight: float = 4.0
+) -> Contender:
     import torch
 
     torch_device = "cuda" if device == "gpu" else "cpu"
@@ -246,7 +262,7 @@ def transformers_contender(hf_model, key: str, name: str, device: str) -> Conten
             torch.cuda.synchronize()
         return out[0, len(prompt) :].tolist()
 
-    return Contender(key, name, generate)
+    return Contender(key, name, generate, bytes_per_weight=bytes_per_weight)
 
 
 def ours_contenders(directory: Path, dtype_name: str, device_name: str, no_cache_max: int):
@@ -265,6 +281,7 @@ def ours_contenders(directory: Path, dtype_name: str, device_name: str, no_cache
             f"ours, fast (tools/fast_gpt2, {dtype_name})",
             lambda prompt, n: list(fast.generate(prompt, n)),
             time.perf_counter() - started,
+            bytes_per_weight=2.0 if dtype_name == "bfloat16" else 4.0,
         )
     )
     if dtype_name == "float32" and device_name == "cpu":
@@ -317,6 +334,8 @@ def _worker(connection, family: str, directory: str, dtype: str, device: str | N
     try:
         if family == "torch":
             contenders = _torch_contenders(Path(directory), dtype, device)
+        elif family == "llama":
+            contenders = _llama_contenders(Path(directory), dtype)
         else:
             max_runtime.prepare()
             from tools import fast_gpt2
@@ -324,7 +343,10 @@ def _worker(connection, family: str, directory: str, dtype: str, device: str | N
             device = device or fast_gpt2.default_device_name()
             contenders = ours_contenders(Path(directory), dtype, device, extra["no_cache_max"])
         by_key = {c.key: c for c in contenders}
-        connection.send(("ready", [(c.key, c.name, c.compile_s, c.max_length) for c in contenders]))
+        described = [
+            (c.key, c.name, c.compile_s, c.max_length, c.bytes_per_weight) for c in contenders
+        ]
+        connection.send(("ready", described))
     except Exception as error:  # the parent reports it, cleanly
         connection.send(("error", f"{family} contenders could not be built: {error!r}"))
         return
@@ -342,9 +364,17 @@ def _worker(connection, family: str, directory: str, dtype: str, device: str | N
 class Worker:
     """The parent's handle on a worker process and the contenders it holds."""
 
+    NOTES = {
+        "max": "compiling MAX graphs: minutes on a machine's first run, seconds from MAX's cache",
+        "llama": "writing GGUF files and loading them",
+        "torch": "loading transformers",
+    }
+
     def __init__(self, family: str, directory: str, args: argparse.Namespace) -> None:
         import multiprocessing
 
+        self.family = family
+        self.note = self.NOTES.get(family, "")
         context = multiprocessing.get_context("spawn")
         self.connection, child = context.Pipe()
         extra = dict(no_cache_max=args.no_cache_max)
@@ -360,8 +390,8 @@ class Worker:
         if status != "ready":
             raise RuntimeError(payload)
         return [
-            Contender(key, name, self._generator(key), compile_s, max_length)
-            for key, name, compile_s, max_length in payload
+            Contender(key, name, self._generator(key), compile_s, max_length, bytes_per_weight)
+            for key, name, compile_s, max_length, bytes_per_weight in payload
         ]
 
     def _generator(self, key: str) -> Callable[[list[int], int], list[int]]:
@@ -396,7 +426,31 @@ def _torch_contenders(directory: Path, dtype: str, device: str | None) -> list[C
         model16 = GPT2LMHeadModel.from_pretrained(directory).eval().to(torch.bfloat16)
         contenders.append(
             transformers_contender(
-                model16, "transformers-bf16", "transformers (PyTorch, bfloat16)", device
+                model16, "transformers-bf16", "transformers (PyTorch, bfloat16)", device, 2.0
+            )
+        )
+    return contenders
+
+
+def _llama_contenders(directory: Path, dtype: str) -> list[Contender]:
+    """llama.cpp on the same weights: float32, and with bfloat16 weights its
+    bf16 and (one byte a weight, a different trade of accuracy) q8_0."""
+    from tools import llama_peer
+
+    config = json.loads((directory / "config.json").read_text())
+    kinds = ["f32"] if dtype == "float32" else ["bf16", "q8_0"]
+    bytes_per_weight = {"f32": 4.0, "bf16": 2.0, "q8_0": 34 / 32}  # q8_0: 32 int8 + a scale
+    contenders = []
+    for kind in kinds:
+        path = llama_peer.write_gguf(directory, directory / f"model-{kind}.gguf", kind)
+        generator = llama_peer.LlamaGenerator(path, context=config["n_positions"])
+        label = f"llama.cpp ({kind}{', 8-bit weights' if kind == 'q8_0' else ''})"
+        contenders.append(
+            Contender(
+                f"llama.cpp-{kind}",
+                label,
+                generator.generate,
+                bytes_per_weight=bytes_per_weight[kind],
             )
         )
     return contenders
@@ -518,19 +572,27 @@ def measure(
     repeats: int,
     log: Callable[[str], None] = print,
     settle: Callable[[], None] = lambda: None,
+    probe: Callable[[], float] | None = None,
 ) -> dict:
     """Interleaved rounds: tokens/s per contender and length, first-token
     latency (the short prompt, one token) and prefill throughput (the long
     prompt, one token), each a list of `repeats` samples. `settle` runs
-    before each timed call (the workers' spinning threads)."""
+    before each timed call (the workers' spinning threads); `probe`, if
+    given, measures the memory bandwidth at the start of every round (the
+    machine's changes within minutes: one figure taken before the run is no
+    ceiling)."""
     by_key = {c.key: c for c in contenders}
     tokens_per_s = {c.key: {n: [] for n in lengths} for c in contenders}
     first_token = {c.key: [] for c in contenders}
     prefill = {c.key: [] for c in contenders}
+    bandwidth: list[float] = []
     for contender in contenders:  # warm-up: not timed
         contender.generate(prompt, 2)
         contender.generate(long_prompt, 1)
     for round_index, order in enumerate(round_orders([c.key for c in contenders], repeats)):
+        if probe is not None:
+            settle()
+            bandwidth.append(probe())
         for key in order:
             contender = by_key[key]
             settle()
@@ -555,7 +617,9 @@ def measure(
             )
             + " tok/s"
         )
-    return dict(tokens_per_s=tokens_per_s, first_token=first_token, prefill=prefill)
+    return dict(
+        tokens_per_s=tokens_per_s, first_token=first_token, prefill=prefill, bandwidth=bandwidth
+    )
 
 
 def results_from(
@@ -567,6 +631,7 @@ def results_from(
         per_contender[c.key] = dict(
             name=c.name,
             compile_s=c.compile_s,
+            bytes_per_weight=c.bytes_per_weight,
             tokens_per_s={
                 str(n): summary(raw["tokens_per_s"][c.key][n])
                 for n in lengths
@@ -590,10 +655,27 @@ def results_from(
     return per_contender, ratios
 
 
+def families(args: argparse.Namespace) -> list[str]:
+    """The worker families to start: PyTorch's, ours, and llama.cpp's when it
+    is installed (said, with the command that installs it, when it is not)."""
+    from tools import llama_peer
+
+    chosen = ["torch", "max"]
+    if args.device == "gpu":
+        return chosen
+    reason = llama_peer.missing()
+    if reason is None:
+        chosen.insert(1, "llama")
+    else:
+        print(f"Without llama.cpp: {reason}", file=sys.stderr, flush=True)
+    return chosen
+
+
 def run(args: argparse.Namespace) -> dict:
     import torch
 
     from tests.fixtures import hf_model
+    from tools.cli import progress
 
     torch.set_num_threads(os.cpu_count() or 1)
     lengths = tuple(args.lengths)
@@ -612,16 +694,21 @@ def run(args: argparse.Namespace) -> dict:
         int(np.prod(p.shape)) for name, p in hf.named_parameters() if name != "lm_head.weight"
     )
     print(f"Load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores", flush=True)
-    bandwidth = read_bandwidth(args.bandwidth_mb, repeats=args.bandwidth_repeats)
-    print(f"Memory read bandwidth: {format_spread(bandwidth, ' GB/s', 1)}", flush=True)
+    probe = functools.partial(
+        read_bandwidth, sizes_mb=args.bandwidth_sizes, best_of=args.bandwidth_repeats
+    )
+    print(f"Memory read bandwidth now: {probe():.1f} GB/s", flush=True)
 
     workers = []
+    contenders: list[Contender] = []
     with tempfile.TemporaryDirectory() as directory:
         hf.save_pretrained(directory)
         del hf
         try:
-            workers = [Worker(family, directory, args) for family in ("torch", "max")]
-            theirs, ours = (worker.contenders() for worker in workers)
+            workers = [Worker(family, directory, args) for family in families(args)]
+            for worker in workers:
+                with progress(f"building {worker.family}'s contenders", note=worker.note):
+                    contenders += worker.contenders()
         except BaseException:
             for worker in workers:
                 worker.stop()
@@ -629,32 +716,40 @@ def run(args: argparse.Namespace) -> dict:
     try:
         pids = [worker.process.pid for worker in workers]
         return measure_all(
-            args, config, theirs, ours, prompt, long_prompt, lengths, bandwidth, weight_count, pids
+            args, config, contenders, prompt, long_prompt, lengths, probe, weight_count, pids
         )
     finally:
         for worker in workers:
             worker.stop()
 
 
-def measure_all(
-    args, config, theirs, ours, prompt, long_prompt, lengths, bandwidth, weight_count, pids
-):
+def measure_all(args, config, contenders, prompt, long_prompt, lengths, probe, weight_count, pids):
     from tools import fast_gpt2
 
     device = args.device or fast_gpt2.default_device_name()
     print(f"Machine: {machine_line()}; device {device}, dtype {args.dtype}", flush=True)
-    contenders = theirs + ours
-    baselines = [c.key for c in theirs]
+    baselines = [c.key for c in contenders if not c.key.startswith(OURS)]
     prefill_length = len(long_prompt)
-    for c in ours:
-        print(f"compile {c.key}: {c.compile_s:.1f} s", flush=True)
+    for c in contenders:
+        if c.compile_s is not None:
+            print(f"compile {c.key}: {c.compile_s:.1f} s", flush=True)
 
     monitor = LoadMonitor(pids)
     raw = measure(
-        contenders, prompt, long_prompt, lengths, args.repeats, settle=lambda: wait_until_idle(pids)
+        contenders,
+        prompt,
+        long_prompt,
+        lengths,
+        args.repeats,
+        settle=lambda: wait_until_idle(pids),
+        probe=probe,
     )
+    wait_until_idle(pids)
+    raw["bandwidth"].append(probe())  # and once more after the last round
     load = monitor.finish()
     per_contender, ratios = results_from(contenders, raw, lengths, baselines)
+    bandwidth = summary(raw["bandwidth"])
+    ceiling = bandwidth["max"]
     bytes_per_weight = 2 if args.dtype == "bfloat16" else 4
     return dict(
         machine=machine_line(),
@@ -667,9 +762,17 @@ def measure_all(
         lengths=list(lengths),
         repeats=args.repeats,
         load=load,
-        bandwidth_gb_s=bandwidth,
+        bandwidth_gb_s=dict(
+            bandwidth,
+            method=f"fastest of {args.bandwidth_repeats} sums of "
+            + " and ".join(f"{size} MiB" for size in args.bandwidth_sizes)
+            + " on every core, at the start of every round and after the last",
+        ),
+        ceiling_gb_s=ceiling,
+        weight_count=weight_count,
         weight_bytes=weight_count * bytes_per_weight,
-        roofline_tokens_per_s=bandwidth["median"] * 1e9 / (weight_count * bytes_per_weight),
+        roofline_tokens_per_s=ceiling * 1e9 / (weight_count * bytes_per_weight),
+        ceiling_fraction=ceiling_fractions(per_contender, weight_count, ceiling),
         contenders=per_contender,
         ratios=ratios,
         decode_ops=decode_graph_ops(config),
@@ -732,30 +835,47 @@ def format_report(data: dict) -> str:
             format_spread(per_length[str(n)], "x") if str(n) in per_length else "-" for n in lengths
         ]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines + format_ceiling(data)) + "\n"
+
+
+def format_ceiling(data: dict) -> list[str]:
+    """The memory-bandwidth ceiling and each contender's fraction of it; no
+    fraction at all when one is over 100% (then the ceiling is wrong)."""
     bandwidth = data["bandwidth_gb_s"]
-    best = (
-        max(
-            max(s["median"] for s in c["tokens_per_s"].values())
-            for key, c in data["contenders"].items()
-            if key == "fast"
-        )
-        if "fast" in data["contenders"]
-        else None
-    )
-    lines += [
+    ceiling = data.get("ceiling_gb_s", bandwidth["max"])
+    weights = data.get("weight_count")
+    lines = [
         "",
         f"Memory read bandwidth {format_spread(bandwidth, ' GB/s', 1)} ({bandwidth['method']}); "
-        f"{data['weight_bytes'] / 1e6:.0f} MB of {data['dtype']} weights read per token give a "
-        f"ceiling of {data['roofline_tokens_per_s']:.0f} tokens/s"
-        + (
-            f"; the fast model reaches {best:.1f} tokens/s, "
-            f"{best / data['roofline_tokens_per_s']:.0%} of it."
-            if best
-            else "."
-        ),
-        "",
+        f"the ceiling is the fastest read, {ceiling:.1f} GB/s: a token that reads every weight "
+        "once cannot come faster than the weights' bytes over it.",
     ]
-    return "\n".join(lines)
+    fractions = data.get("ceiling_fraction")
+    if not fractions or not weights:
+        return lines + [""]
+    over = {key: f for key, f in fractions.items() if f > 1.0}
+    if over:
+        names = ", ".join(f"{data['contenders'][k]['name']} ({f:.0%})" for k, f in over.items())
+        return lines + [
+            "",
+            f"**No fractions of the ceiling are given**: {names} would exceed it, so the "
+            "ceiling was measured too low (the machine's bandwidth moved during the run).",
+            "",
+        ]
+    lines += ["", "| model | bytes per token | best median | of the ceiling |", "|---|---|---|---|"]
+    for key, fraction in fractions.items():
+        contender = data["contenders"][key]
+        best = max(s["median"] for s in contender["tokens_per_s"].values())
+        megabytes = weights * contender["bytes_per_weight"] / 1e6
+        lines.append(
+            f"| {contender['name']} | {megabytes:.0f} MB | {best:.1f} tok/s | {fraction:.0%} |"
+        )
+    return lines + [""]
+
+
+def over_ceiling(data: dict) -> list[str]:
+    """The contenders whose fraction of the ceiling is over 100%."""
+    return [key for key, f in (data.get("ceiling_fraction") or {}).items() if f > 1.0]
 
 
 def format_profile(data: dict) -> str:
@@ -892,8 +1012,12 @@ def main(argv: list[str] | None = None) -> int:
         help="also time the head's projection alone: MAX's matmul, our kernel, PyTorch",
     )
     parser.add_argument("--prefill-length", type=int, default=PREFILL_LENGTH)
-    parser.add_argument("--bandwidth-repeats", type=int, default=5)
-    parser.add_argument("--bandwidth-mb", type=int, default=1024, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--bandwidth-repeats", type=int, default=3, help="sums per size per bandwidth probe"
+    )
+    parser.add_argument(  # tests: small arrays
+        "--bandwidth-sizes", type=int, nargs="+", default=[256, 1024], help=argparse.SUPPRESS
+    )
     parser.add_argument("--config", type=json.loads, help=argparse.SUPPRESS)  # tests: tiny shapes
     args = parser.parse_args(argv)
     if args.repeats < 1 or min(args.lengths) < 1:
@@ -927,6 +1051,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     report = render(data, args.out) if not args.no_book else format_report(data)
     print(report)
+    if over_ceiling(data):
+        print(
+            "warning: a contender read faster than the measured ceiling, so the report gives "
+            "no fraction of it: the bandwidth moved during the run; measure again.",
+            file=sys.stderr,
+        )
     if data["load"]["busy"]:
         print(
             "warning: the machine was busy while measuring (see the load line); the ratios "
