@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from tools import max_runtime
-from tools.cli import Failure, UsageError, exit_status
+from tools.cli import Failure, UsageError, exit_status, progress
 
 DEFAULT_MODEL = "openai-community/gpt2"
 CHECKPOINT_FILES = [
@@ -229,28 +229,19 @@ def compiled_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str]
 
         model, config = load_model(directory, CachedGPT2LMHeadModel)
     check_fits(args, tokenizer, config, cached=True)
-    print(
-        "Compiling the model (the first time on a machine: a few minutes; then seconds)...",
-        file=sys.stderr,
-        flush=True,
-    )
-    started = time.perf_counter()
-    prompt_ids = tokenizer.encode(args.prompt)
-    if fast:
-        generator = fast_gpt2.FastGenerator(model)
-        tokens = generator.generate(prompt_ids, args.max_new_tokens, **sampling)
-    else:
-        from solutions.solution_17 import compile_cached, generate_cached
-
-        forward = compile_cached(model)
-        tokens = generate_cached(forward, config, prompt_ids, args.max_new_tokens, **sampling)
     engine = "tools/fast_gpt2" if fast else "step 17"
-    print(
-        f"Compiled in {time.perf_counter() - started:.1f} s ({engine}, {args.dtype} on "
-        f"{device.label}).\n",
-        file=sys.stderr,
-        flush=True,
-    )
+    prompt_ids = tokenizer.encode(args.prompt)
+    what = f"compiling the model ({engine}, {args.dtype} on {device.label})"
+    with progress(what, note="the first time on a machine: a few minutes; then seconds"):
+        if fast:
+            generator = fast_gpt2.FastGenerator(model)  # compiles its two graphs
+            tokens = generator.generate(prompt_ids, args.max_new_tokens, **sampling)
+        else:
+            from solutions.solution_17 import compile_cached, generate_cached
+
+            forward = compile_cached(model)
+            tokens = generate_cached(forward, config, prompt_ids, args.max_new_tokens, **sampling)
+    print(file=sys.stderr, flush=True)
     return decode_stream(tokenizer, tokens), config
 
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tools import max_runtime
-from tools.cli import Failure, UsageError, exit_status
+from tools.cli import Failure, UsageError, exit_status, progress
 from tools.generate import DEFAULT_MODEL, checkpoint_directory
 
 REPO = Path(__file__).resolve().parents[1]
@@ -199,7 +199,11 @@ def run(args: argparse.Namespace) -> None:
 
     signal.signal(signal.SIGTERM, terminate)
     try:
-        wait_ready(server, base_url, args.startup_timeout)
+        with progress(
+            "max serve: loading and compiling the model",
+            note="minutes on a machine's first start, about a minute from MAX's cache",
+        ):
+            wait_ready(server, base_url, args.startup_timeout)
         print(usage(base_url), flush=True)
         server.wait()
         raise Failure(f"max serve exited with status {server.returncode}.")
