@@ -100,6 +100,16 @@ def test_missing_file_is_a_usage_error(tmp_path: Path) -> None:
     assert result.returncode == 2 and "does not exist" in result.stderr
 
 
+def test_cold_cache_notice_only_where_the_check_runs_max() -> None:
+    """Step 01 (a dataclass) runs no MAX operation: no notice about compiling
+    kernels; step 02 does, and says so before its header."""
+    config = run_cli("01", "--solutions", CHECK_COLD_CACHE="1")
+    assert config.returncode == 0 and "kernel" not in config.stdout, config.stdout
+    mask = run_cli("02", "--solutions", CHECK_COLD_CACHE="1")
+    assert mask.returncode == 0
+    assert mask.stdout.index("compiled its kernels") < mask.stdout.index("Step 02")
+
+
 def test_all_solutions_pass() -> None:
     result = run_cli("all", "--solutions")
     assert result.returncode == 0, result.stdout
