@@ -173,6 +173,7 @@ class LlamaGenerator:
     token at a time; the next token is the argmax of the last logits."""
 
     def __init__(self, path: Path, context: int, threads: int | None = None) -> None:
+        import llama_cpp
         from llama_cpp import Llama
 
         threads = threads or os.cpu_count() or 1
@@ -184,7 +185,13 @@ class LlamaGenerator:
             n_threads=threads,
             n_threads_batch=threads,
             logits_all=False,
+            use_mmap=False,  # the weights in this process's memory, as the other contenders'
             verbose=False,
+        )
+        vocab = self.llm.n_vocab()
+        # llama.cpp keeps the logits of each batch's last token; read them in place.
+        self._last_logits = lambda: np.ctypeslib.as_array(
+            llama_cpp.llama_get_logits_ith(self.llm.ctx, -1), shape=(vocab,)
         )
 
     def generate(self, prompt: list[int], count: int) -> list[int]:
@@ -193,7 +200,7 @@ class LlamaGenerator:
         llm.eval(prompt)
         tokens: list[int] = []
         while True:
-            token = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+            token = int(np.argmax(self._last_logits()))
             tokens.append(token)
             if len(tokens) == count:
                 return tokens
