@@ -19,16 +19,19 @@ class MaxGPT2LMHeadModel(Module[[Tensor], Tensor]):
 
     def __init__(self, config: GPT2Config) -> None:
         self.config = config
-        # TODO: the transformer body and a head from n_embd to vocab_size, no bias.
+        # TODO: the transformer body (step 12's model) and a head from n_embd to
+        #   vocab_size, no bias (Linear adds one unless told not to).
         self.transformer = None
         self.lm_head = None
         # END TODO
         # TODO: tie the head to the embedding table: make lm_head's weight the
-        #   very same tensor as transformer.wte's weight.
+        #   very same tensor as transformer.wte's weight (one object under two
+        #   names; a computed copy with equal numbers is not a tie).
         self.lm_head.weight = None
         # END TODO
 
     def forward(self, input_ids: Tensor) -> Tensor:
-        # TODO: hidden states from the transformer, then logits from the head.
+        # TODO: hidden states from the transformer (it already ends with ln_f),
+        #   then logits from the head: every position, no softmax.
         return None
         # END TODO

@@ -31,15 +31,18 @@ def sample_next_token(
     logits = None
     # END TODO
     if top_k is not None and top_k < logits.size:
-        # TODO: give every logit below the k-th largest -inf.
-        #   Hint: np.partition(logits, -top_k)[-top_k] is the k-th largest;
-        #   np.where(condition, -np.inf, logits) masks.
+        # TODO: give every logit strictly below the k-th largest -inf (the k-th
+        #   largest itself stays: top-k keeps k tokens, not k-1).
+        #   Hint: np.partition(a, kth) puts the value that belongs at index kth
+        #   of the sorted array there; a negative kth counts from the end.
+        #   np.where(condition, -np.inf, a) masks.
         kth_largest = None
         logits = None
         # END TODO
-    # TODO: softmax (subtract the max first: exp of large numbers overflows),
-    #   then draw one id with the probabilities.
-    #   Hint: rng.choice(n, p=probs) draws from 0..n-1; return it as an int.
+    # TODO: softmax (subtract the max first: exp of large numbers overflows;
+    #   then divide by the sum), and draw one id with those probabilities.
+    #   Hint: rng.choice(n, p=probs) draws from 0..n-1 (p= wants probabilities,
+    #   not logits); return it as a Python int.
     probs = None
     return None
     # END TODO
@@ -47,9 +50,11 @@ def sample_next_token(
 
 def next_token_logits(model, token_ids: Sequence[int]) -> np.ndarray:
     """Run the model on one sequence; return the last position's logits."""
-    # TODO: a [1, seq] int64 Tensor of the ids, the model's logits for it, and
-    #   the last position's row as a NumPy array.
-    #   Hint: Tensor(np.asarray([ids], dtype=np.int64)); logits.to_numpy()[0, -1]
+    # TODO: a [1, seq] int64 Tensor of the ids (a batch of one), the model's
+    #   logits for it ([1, seq, vocab_size]), and the last position's row as a
+    #   NumPy array ([vocab_size]).
+    #   Hint: Tensor(array) wraps a NumPy array; .to_numpy() copies a Tensor
+    #   out. Index the NumPy array, not the Tensor (one op fewer per token).
     input_ids = None
     logits = None  # [1, seq, vocab_size]
     return None
@@ -73,8 +78,9 @@ def generate_tokens(
     for _ in range(max_new_tokens):
         # The position table has context_length rows: beyond that, the model
         # sees only the most recent tokens.
-        # TODO: logits for the last context_length tokens; then either sample
-        #   (do_sample) or take the argmax (greedy); append the id and yield it.
+        # TODO: logits for exactly the last context_length tokens (no more, no
+        #   fewer); then either sample (do_sample) or take the argmax of that
+        #   [vocab_size] row (greedy); append the id and yield it.
         logits = None
         if do_sample:
             next_id = None

@@ -73,14 +73,16 @@ def to_max_layout(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         # TODO: make the array float32, and transpose the weights of the Conv1D
         #   layers ([in, out] -> [out, in]); everything else keeps its layout.
         #   Hint: a Conv1D weight's name ends in ".weight" and contains
-        #   f".{layer}." for a layer of CONV1D_LAYERS. MAX copies only contiguous
-        #   arrays: np.ascontiguousarray(array.T).
+        #   f".{layer}." for a layer of CONV1D_LAYERS. A transpose (.T) is a view
+        #   in another order, and MAX copies only contiguous arrays:
+        #   np.ascontiguousarray makes the copy.
         array = None
         # END TODO
         state[name] = array
     # TODO: tie the head. GPT-2 stores the tied matrix once, as wte.weight:
     #   when the checkpoint has no lm_head.weight (and has the table), use
-    #   transformer.wte.weight for it.
+    #   transformer.wte.weight for it. A head the checkpoint stores is its own:
+    #   keep it.
     state["lm_head.weight"] = None
     # END TODO
     return state
@@ -93,7 +95,8 @@ def check_against(state: dict[str, np.ndarray], expected: dict[str, tuple[int, .
         # TODO: raise CheckpointError when the state has no tensor `name`, and
         #   when the shape it has there is not `shape`. Name the tensor in the
         #   message (and give both shapes): whoever reads it must know what to fix.
-        #   Hint: `name not in state`; compare tuple(state[name].shape) with tuple(shape).
+        #   Hint: test `name not in state` before reading state[name]; compare
+        #   the shapes as tuples.
         found = None
         # END TODO
     # TODO: a tensor the model does not have is a mistake too: raise

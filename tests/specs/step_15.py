@@ -10,7 +10,6 @@ converted checkpoints do.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +20,8 @@ from solutions.solution_01 import GPT2Config
 from solutions.solution_13 import MaxGPT2LMHeadModel
 from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor
-from tests.mutants import m
+from tests.fixtures import hugging_face_layout, write_safetensors_checkpoint
+from tests.mutants import Mutant, m
 from tests.specs.common import BATCH, SEQ, lm_shapes, model_shapes, small_config, tied_lm_weights
 
 CONFIG = small_config()
@@ -35,12 +35,13 @@ WITH_HEAD = "a checkpoint that stores lm_head.weight"
 
 TRANSPOSE = (
     "Transpose the weights of the Conv1D layers (CONV1D_LAYERS): Hugging Face stores "
-    "them [in, out], MAX's Linear wants [out, in]; np.ascontiguousarray(array.T)."
+    "them [in, out], MAX's Linear wants [out, in]. Transpose, then copy into C order with "
+    "np.ascontiguousarray (MAX copies only contiguous arrays)."
 )
 TIE = (
     "GPT-2's head is tied to the token embedding table, which the checkpoint stores once: "
-    'when there is no lm_head.weight, set state["lm_head.weight"] = '
-    'state["transformer.wte.weight"].'
+    "when the state has no lm_head.weight after the loop, give it the array of "
+    "transformer.wte.weight."
 )
 
 
@@ -65,23 +66,18 @@ def hugging_face(
     dtype: type = np.float32,
 ) -> dict[str, np.ndarray]:
     """The tensors as a Hugging Face checkpoint holds them."""
-    tensors = {}
-    for name, array in w.items():
-        if name == "lm_head.weight" and not head:
-            continue
-        if is_conv1d(name):
-            array = array.T
-        if not prefix:
-            name = name.removeprefix("transformer.")
-        tensors[name] = np.ascontiguousarray(array, dtype=dtype)
-    if buffers:
-        size = int(w["transformer.wpe.weight"].shape[0])
-        for i in range(sum(n.endswith(".ln_1.weight") for n in w)):
-            start = "" if not prefix else "transformer."
-            mask = np.tril(np.ones((size, size), dtype=np.float32))[None, None]
-            tensors[f"{start}h.{i}.attn.bias"] = mask
-            tensors[f"{start}h.{i}.attn.masked_bias"] = np.asarray(-1e4, dtype=np.float32)
-    return tensors
+    return hugging_face_layout(w, prefix=prefix, head=head, buffers=buffers, dtype=dtype)
+
+
+def own_head(ctx: Context) -> dict[str, np.ndarray]:
+    """The weights with an lm_head.weight of its own, not wte's table: a
+    checkpoint saved with untied embeddings."""
+
+    def build() -> dict[str, np.ndarray]:
+        head = ctx.normal(CONFIG.vocab_size, CONFIG.n_embd, std=0.02)
+        return {**weights(ctx), "lm_head.weight": head}
+
+    return ctx.once("own head", build)
 
 
 def hub(ctx: Context, dtype: type = np.float32) -> dict[str, np.ndarray]:
@@ -98,25 +94,7 @@ def styles(ctx: Context) -> list[tuple[str, dict[str, np.ndarray]]]:
 
 def write_checkpoint(directory: Path, config: GPT2Config, tensors: dict[str, np.ndarray]) -> Path:
     """config.json with Hugging Face's field names, and model.safetensors."""
-    from safetensors.numpy import save_file
-
-    fields = {
-        "architectures": ["GPT2LMHeadModel"],
-        "model_type": "gpt2",
-        "activation_function": "gelu_new",
-        "vocab_size": config.vocab_size,
-        "n_positions": config.n_positions,
-        "n_ctx": config.n_positions,
-        "n_embd": config.n_embd,
-        "n_layer": config.n_layer,
-        "n_head": config.n_head,
-        "n_inner": None,
-        "layer_norm_epsilon": config.layer_norm_epsilon,
-        "initializer_range": 0.02,
-    }
-    (directory / "config.json").write_text(json.dumps(fields, indent=2))
-    save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
-    return directory
+    return write_safetensors_checkpoint(directory, config, tensors)
 
 
 # -- calling the learner's functions -------------------------------------------
@@ -210,6 +188,15 @@ def names_get_the_prefix(ctx: Context) -> None:
                 "as they are.",
             )
         missing, extra = sorted(want - names), sorted(names - want)
+        if missing and not extra:
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            raise Fail(
+                f"from {style}, to_max_layout dropped {missing[0]}{more}: a parameter of "
+                "the model, not a mask buffer.",
+                "Skip only the names that end with one of NOT_PARAMETERS, the dot included: "
+                "h.0.attn.c_attn.bias contains attn.bias but is c_attn's bias, a parameter "
+                "(a test with `in`, or a suffix without its leading dot, drops it too).",
+            )
         raise Fail(
             f"from {style}, to_max_layout's names differ from the model's: "
             + "; ".join(
@@ -235,6 +222,39 @@ def head_is_tied(ctx: Context) -> None:
         table = state.get("transformer.wte.weight", weights(ctx)["transformer.wte.weight"])
         if not np.array_equal(np.asarray(state["lm_head.weight"]), np.asarray(table)):
             raise Fail(f"from {style}, lm_head.weight is not the token embedding table.", TIE)
+    own = own_head(ctx)
+    state = layout(ctx, hugging_face(own, prefix=True, head=True, buffers=False))
+    head = np.asarray(state.get("lm_head.weight"))
+    if head.shape == own["lm_head.weight"].shape and np.array_equal(head, own["lm_head.weight"]):
+        return
+    what = "a checkpoint that stores its own lm_head.weight, different from wte.weight"
+    if "lm_head.weight" not in state:
+        raise Fail(
+            f"from {what}, to_max_layout returns no lm_head.weight.",
+            'Keep names that start with "lm_head." as they are.',
+        )
+    if head.shape == own["transformer.wte.weight"].shape and np.array_equal(
+        head, own["transformer.wte.weight"]
+    ):
+        raise Fail(
+            f"from {what}, to_max_layout replaced it by the token embedding table: the "
+            "checkpoint's own head is lost.",
+            "Tie only when the checkpoint has no lm_head.weight and has wte.weight (`and`): "
+            "a head the checkpoint stores is its own, and stays as it is.",
+        )
+    if head.shape == own["lm_head.weight"].T.shape and np.array_equal(
+        head, own["lm_head.weight"].T
+    ):
+        raise Fail(
+            f"from {what}, to_max_layout transposed lm_head.weight to {list(head.shape)}; "
+            f"the model's is {list(own['lm_head.weight'].shape)}.",
+            "Transpose only the Conv1D weights (CONV1D_LAYERS): the head, like the "
+            "embedding tables, is stored [vocab_size, n_embd] in both layouts.",
+        )
+    raise Fail(
+        f"from {what}, to_max_layout changed lm_head.weight (shape {list(head.shape)}).",
+        "lm_head.weight is [vocab_size, n_embd] in both layouts: only convert it to float32.",
+    )
 
 
 def conv1d_weights_are_transposed(ctx: Context) -> None:
@@ -263,6 +283,13 @@ def conv1d_weights_are_transposed(ctx: Context) -> None:
                 f"model's Linear is [out, in] = {list(want.shape)}.",
                 TRANSPOSE,
             )
+        if is_conv1d(name) and np.array_equal(got, np.reshape(want.T, want.shape)):
+            raise Fail(
+                f"{name} has the right shape, {list(got.shape)}, but its numbers are in the "
+                "wrong places: the [in, out] matrix was reshaped, not transposed.",
+                "A reshape keeps the numbers in their memory order and only regroups them; a "
+                "transpose moves entry [i, j] to [j, i]. " + TRANSPOSE,
+            )
         raise Fail(
             f"{name} differs from the checkpoint's tensor (shape {list(got.shape)}, "
             f"expected {list(want.shape)}).",
@@ -279,8 +306,9 @@ def everything_is_float32(ctx: Context) -> None:
                 raise Fail(
                     f"from a {np.dtype(dtype).name} checkpoint, to_max_layout returned {name} "
                     f"as {got}; the model's parameters are float32.",
-                    "Convert every tensor: np.asarray(array, dtype=np.float32). Checkpoints "
-                    "are also saved in float16, and MAX does not convert when loading.",
+                    "Convert every tensor, whatever its name, to float32 (np.asarray with "
+                    "dtype=): checkpoints are also saved in float16, and MAX does not "
+                    "convert when loading.",
                 )
 
 
@@ -318,8 +346,9 @@ def names_a_tensor_of_the_wrong_shape(ctx: Context) -> None:
         {**w, bad: np.ascontiguousarray(w[bad].T)},
         f"{bad} of shape {list(w[bad].T.shape)} where the model wants {list(w[bad].shape)}",
         [bad],
-        "Compare tuple(state[name].shape) with tuple(shape) and raise CheckpointError "
-        "naming the tensor, with both shapes.",
+        "Compare the state's shape with the expected one, both as tuples (a list never "
+        "equals a tuple; the same number of entries in another arrangement is another "
+        "shape), and raise CheckpointError naming the tensor, with both shapes.",
     )
 
 
@@ -353,7 +382,10 @@ def load(ctx: Context, model: MaxGPT2LMHeadModel, directory: Path, style: str) -
     except Fail as failure:
         hint = "load_into runs to_max_layout, then check_against, then load_state_dict."
         if "contiguous" in failure.message:
-            hint = "MAX copies only C-contiguous arrays: np.ascontiguousarray(array.T)."
+            hint = (
+                "MAX copies only C-contiguous arrays, and array.T is a view of the same "
+                "memory read in another order: np.ascontiguousarray makes the copy."
+            )
         raise Fail(failure.message, hint) from None
 
 
@@ -486,6 +518,210 @@ def load_pretrained_end_to_end(ctx: Context) -> None:
         )
 
 
+# Hint ladders: what to look at; the API or the shapes; the line.
+LAYOUT_LOOP = """```python
+for name, array in tensors.items():
+    if name.endswith(NOT_PARAMETERS):
+        continue
+    if not name.startswith(("transformer.", "lm_head.")):
+        name = "transformer." + name
+    array = np.asarray(array, dtype=np.float32)
+    if name.endswith(".weight") and any(f".{layer}." in name for layer in CONV1D_LAYERS):
+        array = np.ascontiguousarray(array.T)
+    state[name] = array
+```"""
+TIE_LINES = """```python
+if "lm_head.weight" not in state and "transformer.wte.weight" in state:
+    state["lm_head.weight"] = state["transformer.wte.weight"]
+```"""
+SHAPE_LOOP = """```python
+for name, shape in expected.items():
+    if name not in state:
+        raise CheckpointError(f"the checkpoint has no tensor {name} (shape {list(shape)}).")
+    found = tuple(state[name].shape)
+    if found != tuple(shape):
+        raise CheckpointError(f"tensor {name} has shape {list(found)}, expected {list(shape)}.")
+```"""
+EXTRA_LINES = """```python
+extra = sorted(set(state) - set(expected))
+if extra:
+    raise CheckpointError(f"the checkpoint has a tensor the model does not: {extra[0]}.")
+```"""
+BUFFER_HINTS = (
+    "A mask buffer (`h.N.attn.bias`, `h.N.attn.masked_bias`) came through. Buffers are not "
+    "parameters: the model has no such name, and builds its own causal mask (step 02).",
+    "`str.endswith` accepts a tuple of suffixes and is true when any of them matches; "
+    "`NOT_PARAMETERS` is that tuple. `continue` goes on with the next name of the loop.",
+    LAYOUT_LOOP,
+)
+PREFIX_HINTS = {
+    "dropped": (
+        "A parameter went missing: the test that skips the mask buffers skips more than "
+        "them. Which names end with `.attn.bias`, and which only contain `attn.bias`?",
+        "`h.0.attn.c_attn.bias` is c_attn's bias, a parameter. Only a full suffix, dot "
+        "included, picks out the buffers: `str.endswith` with the `NOT_PARAMETERS` tuple.",
+        LAYOUT_LOOP,
+    ),
+    "transformer.transformer": (
+        "The prefix was added twice: save_pretrained's files already carry it.",
+        "Add `transformer.` only to a name that starts with neither `transformer.` nor "
+        "`lm_head.`; `str.startswith` accepts a tuple too.",
+        LAYOUT_LOOP,
+    ),
+    "transformer.lm_head": (
+        "The head got the body's prefix. `lm_head` is not part of `transformer`: the "
+        "model calls it `lm_head.weight`.",
+        "Leave names that start with `lm_head.` as they are: test both prefixes, "
+        "`str.startswith` with a tuple.",
+        LAYOUT_LOOP,
+    ),
+    "": (
+        "The names must be the model's parameter names. The hub's gpt2 stores `wte.weight`, "
+        "`h.0.ln_1.weight`...; the model's body is the attribute `transformer`, so its "
+        "names start with `transformer.`.",
+        'Add the prefix where it is missing: `"transformer." + name` for a name that starts '
+        "with neither `transformer.` nor `lm_head.` (`str.startswith` takes a tuple).",
+        LAYOUT_LOOP,
+    ),
+}
+CONV1D_HINTS = {
+    "reshaped": (
+        "The shape is right but the numbers moved to the wrong places: a reshape is not "
+        "a transpose.",
+        "Reshaping `[in, out]` to `[out, in]` keeps the memory order and regroups it; "
+        "transposing (`array.T`) moves entry `[i, j]` to `[j, i]`. Then "
+        "`np.ascontiguousarray` copies it into C order.",
+        LAYOUT_LOOP,
+    ),
+    "was transposed to": (
+        "A tensor that is not a Conv1D weight was transposed. Only the weights of the "
+        "four layers of `CONV1D_LAYERS` are stored `[in, out]`; the embedding tables, "
+        "biases and layer norms already have the model's layout.",
+        "Transpose when the name ends in `.weight` and contains `.{layer}.` for one "
+        "`layer` of `CONV1D_LAYERS` (`any(...)` over the tuple).",
+        LAYOUT_LOOP,
+    ),
+    "": (
+        "Hugging Face's GPT-2 stores its four projections as Conv1D, weights `[in, out]`; "
+        "MAX's `Linear` wants `[out, in]`. `attn.c_proj` is square, so only its values "
+        "tell.",
+        "Transpose the weights (not the biases) of the layers in `CONV1D_LAYERS`, then "
+        "`np.ascontiguousarray` (MAX copies only C-contiguous arrays).",
+        LAYOUT_LOOP,
+    ),
+}
+HEAD_HINTS = {
+    "transposed lm_head": CONV1D_HINTS["was transposed to"],
+    "replaced it": (
+        "A checkpoint that stores its own `lm_head.weight` lost it: the tie overwrote it "
+        "with the embedding table. Tie only what the checkpoint does not store.",
+        "After the loop: when `lm_head.weight` is not in the state *and* "
+        "`transformer.wte.weight` is, the head is the table. Both conditions, joined by "
+        "`and`.",
+        TIE_LINES,
+    ),
+    "": (
+        "The model needs `lm_head.weight`, and most checkpoints do not store it: it is "
+        "the token embedding table, stored once as `wte.weight`.",
+        "After the loop, when the state has no `lm_head.weight` (and has the table), put "
+        "the state's `transformer.wte.weight` array under that name too.",
+        TIE_LINES,
+    ),
+}
+FLOAT32_HINTS = (
+    "Every tensor must come out float32, the dtype of the model's parameters, also from "
+    "a float16 checkpoint: `load_state_dict` does not convert.",
+    "`np.asarray(a, dtype=...)` converts (and copies nothing when the dtype is already "
+    "right). Convert every tensor, before the transpose, not only some of them.",
+    LAYOUT_LOOP,
+)
+MISSING_HINTS = {
+    "rejected a checkpoint that fits": (
+        "`check_against` refused a checkpoint that fits. Which comparison is true when it "
+        "should not be?",
+        "The shapes come as tuples in `expected`; compare them with the state's shapes as "
+        "tuples too (a list never equals a tuple). Raise only for a missing name, a "
+        "different shape or an extra name.",
+        SHAPE_LOOP,
+    ),
+    "does not name": (
+        "The error is raised, but its message does not say which tensor. The reader has "
+        "to know what to fix.",
+        "Put the name (and the shapes) in the message with an f-string: "
+        '`CheckpointError(f"... {name} ...")`.',
+        SHAPE_LOOP,
+    ),
+    "": (
+        "A tensor the model needs is missing from the state, and `check_against` must say "
+        "so with a `CheckpointError` naming it, before anything reads `state[name]` (a "
+        "`KeyError` says nothing about the checkpoint).",
+        "Go through `expected` (name -> shape) in order; test `name not in state` first.",
+        SHAPE_LOOP,
+    ),
+}
+SHAPE_HINTS = {
+    "does not name": MISSING_HINTS["does not name"],
+    "": (
+        "A tensor of the wrong shape was accepted. Loading it would fail later, inside "
+        "MAX, or (a square matrix) load wrong numbers.",
+        "For each expected name: the state's array's `.shape` as a tuple against the "
+        "expected tuple; raise `CheckpointError` with the name and both shapes.",
+        SHAPE_LOOP,
+    ),
+}
+EXTRA_HINTS = {
+    "does not name": MISSING_HINTS["does not name"],
+    "": (
+        "A tensor the model does not have was accepted: a checkpoint of a deeper or "
+        "different model. After the loop over `expected`, look at the names left over.",
+        "Set difference: the state's names minus the expected names; `sorted` gives the "
+        "first of them to name.",
+        EXTRA_LINES,
+    ),
+}
+LOAD_HINTS = {
+    "contiguous": (
+        "MAX refused an array that is not C-contiguous. `array.T` is a view: the same "
+        "memory read in another order.",
+        "`np.ascontiguousarray(a)` copies `a` into C order (and does nothing if it already is).",
+        LAYOUT_LOOP,
+    ),
+    "square": CONV1D_HINTS[""],
+    "": (
+        "After `load_into`, the model's logits differ from GPT-2's. The checks above test "
+        "`to_max_layout` and `check_against` one by one; this one loads three layouts end "
+        "to end.",
+        "`load_into` is given: `to_max_layout`, `check_against` with the model's shapes, "
+        "`load_state_dict`. Each tensor must reach the model renamed, float32, Conv1D "
+        "weights transposed, nothing else changed.",
+        LAYOUT_LOOP,
+    ),
+}
+MISMATCH_HINTS = {
+    "(`and`)": (
+        "Without `wte.weight` in the checkpoint, `to_max_layout` still tried to tie the "
+        "head. The tie needs two conditions.",
+        "Tie when the state has no `lm_head.weight` *and* has `transformer.wte.weight`; "
+        "otherwise leave it, and `check_against` reports the missing table by name.",
+        TIE_LINES,
+    ),
+    "": (
+        "A checkpoint whose tensors do not fit its `config.json` must be refused, with a "
+        "`CheckpointError` naming the first tensor that does not fit.",
+        "`check_against` goes through `expected` in the model's order and compares every shape.",
+        SHAPE_LOOP,
+    ),
+}
+GIVEN_HINTS = (
+    "`load_pretrained` and `load_config` are given code: the file did not ask you to "
+    "change them. Compare yours with the skeleton's.",
+    "`load_config` keeps the fields of `config.json` that `GPT2Config` has; "
+    "`load_pretrained` builds the model under `F.lazy()` from that config, then "
+    "`load_into`.",
+    "Restore them from the skeleton: `git diff steps/step_15.py`, or "
+    "`pixi run reset 15` after saving your own lines.",
+)
+
 STEP = Step(
     number=15,
     title="Loading pretrained weights",
@@ -497,31 +733,52 @@ STEP = Step(
         "load_into": [],
     },
     checks=[
-        Check("mask buffers (h.N.attn.bias) are not loaded", buffers_are_skipped),
-        Check("names get the transformer. prefix where it is missing", names_get_the_prefix),
-        Check("lm_head.weight is tied to wte.weight when absent", head_is_tied),
+        Check("mask buffers (h.N.attn.bias) are not loaded", buffers_are_skipped, BUFFER_HINTS),
+        Check(
+            "names get the transformer. prefix where it is missing",
+            names_get_the_prefix,
+            PREFIX_HINTS,
+        ),
+        Check(
+            "lm_head.weight is tied to wte.weight when absent, kept when stored",
+            head_is_tied,
+            HEAD_HINTS,
+        ),
         Check(
             "Conv1D weights are transposed to [out, in], nothing else",
             conv1d_weights_are_transposed,
+            CONV1D_HINTS,
         ),
-        Check("every tensor comes out float32 (also from float16)", everything_is_float32),
+        Check(
+            "every tensor comes out float32 (also from float16)",
+            everything_is_float32,
+            FLOAT32_HINTS,
+        ),
         Check(
             "check_against accepts a fit and names a missing tensor",
             accepts_a_fit_and_names_a_missing_tensor,
+            MISSING_HINTS,
         ),
-        Check("check_against names a tensor of the wrong shape", names_a_tensor_of_the_wrong_shape),
-        Check("check_against names an extra tensor", names_an_extra_tensor),
-        Check("logits after load_into match GPT-2's, for each layout", logits_match),
-        Check("a checkpoint that does not fit its config.json is refused", mismatch_is_reported),
+        Check(
+            "check_against names a tensor of the wrong shape",
+            names_a_tensor_of_the_wrong_shape,
+            SHAPE_HINTS,
+        ),
+        Check("check_against names an extra tensor", names_an_extra_tensor, EXTRA_HINTS),
+        Check("logits after load_into match GPT-2's, for each layout", logits_match, LOAD_HINTS),
+        Check(
+            "a checkpoint that does not fit its config.json is refused",
+            mismatch_is_reported,
+            MISMATCH_HINTS,
+        ),
         Check(
             "load_pretrained builds a model from a checkpoint's config.json",
             load_pretrained_works,
+            GIVEN_HINTS,
         ),
     ],
 )
 
-# Plausible learner mistakes: each must fail a check whose message or hint
-# contains `expect` (tests/test_checkers.py; the edits apply to the solution).
 MISTAKES = [
     m(
         "lm_head tied with `or`",
@@ -608,5 +865,43 @@ MISTAKES = [
         'f"the checkpoint has no tensor {name} (shape {list(shape)})."',
         '"a tensor is missing."',
         "does not name",
+    ),
+    m(
+        "own head replaced by wte",
+        '"lm_head.weight" not in state and "transformer.wte.weight" in state',
+        '"transformer.wte.weight" in state',
+        "replaced it by the token embedding table",
+    ),
+    m(
+        "every bias skipped",
+        "if name.endswith(NOT_PARAMETERS):",
+        'if name.endswith("bias"):',
+        "dropped",
+    ),
+    m(
+        "buffers matched with `in`",
+        "if name.endswith(NOT_PARAMETERS):",
+        'if "attn.bias" in name or "masked_bias" in name:',
+        "dropped transformer.h.0.attn.c_attn.bias",
+    ),
+    m(
+        "reshaped, not transposed",
+        "array = np.ascontiguousarray(array.T)",
+        "array = array.reshape(array.shape[::-1])",
+        "reshaped, not transposed",
+    ),
+    Mutant(
+        "float32 only for the Conv1D weights",
+        (
+            ("np.asarray(array, dtype=np.float32)", "np.asarray(array)"),
+            ("np.ascontiguousarray(array.T)", "np.ascontiguousarray(array.T, dtype=np.float32)"),
+        ),
+        "from a float16 checkpoint",
+    ),
+    m(
+        "shapes compared by size",
+        "if found != tuple(shape):",
+        "if np.prod(found) != np.prod(shape):",
+        "accepted transformer.h.0.mlp.c_fc.weight",
     ),
 ]
