@@ -34,7 +34,9 @@ class CachedAttention(GPT2MultiHeadAttention):
         # The cache grows along the sequence axis: [batch, heads, past + seq, head_dim].
         # TODO: split the new key and value into heads and append each to its
         #   cache along the sequence axis.
-        #   Hint: F.concat([past, new], axis=2) on [batch, heads, seq, head_dim].
+        #   Hint: F.concat(tensors, axis) joins a list of tensors along one axis;
+        #   the sequence axis of [batch, heads, seq, head_dim] is 2, and the cache
+        #   keeps the positions in order.
         key = None
         value = None
         # END TODO
@@ -47,7 +49,9 @@ class CachedAttention(GPT2MultiHeadAttention):
         # step 02's num_tokens argument.
         if seq_length != 1:
             # TODO: add step 02's causal mask, offset by the cached tokens.
-            #   Hint: causal_mask(seq_length, int(num_cached), dtype=..., device=...)
+            #   Hint: step 02's causal_mask(sequence_length, num_tokens, dtype=...,
+            #   device=...) is [sequence_length, num_tokens + sequence_length];
+            #   num_tokens (an int) counts the tokens before the new ones.
             scores = None
             # END TODO
         weights = F.softmax(scores, axis=-1)

@@ -70,7 +70,9 @@ def ragged_positions(input_row_offsets: Tensor, cache_lengths: Tensor, num_token
     cache_lengths = F.rebind(F.cast(cache_lengths, DType.int64), starts.shape)
     # TODO: each request's shift (what to add to a token's index in the batch
     #   to get its position), then every token's index plus its request's shift.
-    #   Hint: belongs picks the request: F.sum(belongs * shift, axis=-1).reshape([-1]).
+    #   Hint: belongs has a single 1 per row, in the token's request's column, so
+    #   summing belongs times the shifts over the request axis picks each
+    #   token's shift. F.sum keeps the summed axis: flatten to [total_tokens].
     shift = None
     return None
     # END TODO
@@ -101,9 +103,11 @@ class PagedAttention(GPT2MultiHeadAttention):
         # TODO: store the keys and the values (in heads), then run
         #   paged_attention on the query (in heads) with GPT-2's causal mask
         #   and 1/sqrt(head_dim) scale.
-        #   Hint: store_keys(kv_collection, x, input_row_offsets, layer_idx);
-        #   paged_attention(kv_params, input=..., input_row_offsets=...,
-        #   kv_collection=..., layer_idx=..., mask_variant=MHAMaskVariant.CAUSAL_MASK, scale=...)
+        #   Hint: store_keys and store_values take (kv_collection, x,
+        #   input_row_offsets, layer_idx), x in [total_tokens, heads, head_dim]
+        #   (the `heads` shape above). paged_attention takes kv_params, then the
+        #   keywords input (the query), input_row_offsets, kv_collection,
+        #   layer_idx, mask_variant (an MHAMaskVariant) and scale.
         attn_output = None
         # END TODO
         return self.c_proj(attn_output.reshape([-1, self.embed_dim]))
