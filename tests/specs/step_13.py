@@ -238,7 +238,7 @@ LOGITS_HINTS = {
 
 STEP = Step(
     number=13,
-    title="Language model head",
+    title="The language-model head",
     required={"MaxGPT2LMHeadModel": ["__init__", "forward"]},
     checks=[
         Check(

@@ -740,7 +740,7 @@ STREAM_HINTS = (
 
 STEP = Step(
     number=14,
-    title="Text generation",
+    title="Generating text",
     typical=3,  # seconds, slowest check: the 6,000-draw distribution and 50,257-token top-k checks
     required={"sample_next_token": [], "generate_tokens": [], "generate_text": []},
     checks=[

@@ -299,7 +299,7 @@ BATCH_HINTS = (
 
 STEP = Step(
     number=16,
-    title="Compile the model",
+    title="Compiling the model",
     required={"compile_model": []},
     seconds=1800,  # a machine's first compile of a graph takes minutes
     checks=[

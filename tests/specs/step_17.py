@@ -543,7 +543,7 @@ GREEDY_HINTS = {
 
 STEP = Step(
     number=17,
-    title="KV cache",
+    title="A KV cache",
     typical=4,  # seconds, slowest check: token-by-token decoding, eagerly
     required={
         "CachedAttention": ["forward"],

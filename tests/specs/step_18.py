@@ -552,7 +552,7 @@ MODEL_HINTS = {
 
 STEP = Step(
     number=18,
-    title="serving with max serve",
+    title="Serving GPT-2 with max serve",
     required={
         "cache_shape": [],
         "ragged_positions": [],
