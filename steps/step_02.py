@@ -34,8 +34,9 @@ def causal_mask(
     mask = None
     # END TODO
     # TODO: zero the band each row may see; keep -inf outside it.
-    #   Hint: F.band_part(x, num_lower=..., num_upper=..., exclude=True) zeroes
-    #   the band and keeps the rest. num_lower=None keeps every column to the
-    #   left; num_upper is how far right of the diagonal a row may look.
+    #   Hint: F.band_part(x, num_lower, num_upper, exclude) carves a band around
+    #   the diagonal (the page says which entries are in it, and what exclude
+    #   does). How far left of its diagonal may a row look? How far right, when
+    #   num_tokens tokens are already cached?
     return None
     # END TODO

@@ -17,7 +17,8 @@ class LayerNorm(Module[[Tensor], Tensor]):
 
     def __init__(self, dim: int, *, eps: float = 1e-5) -> None:
         # TODO: the learned scale starts at 1 and the shift at 0, one per feature.
-        #   Hint: Tensor.ones([dim]) and Tensor.zeros([dim]); keep eps too.
+        #   Hint: Tensor.ones(shape) and Tensor.zeros(shape), a shape being a list
+        #   of sizes; keep eps too. The attribute names become the parameter names.
         self.weight = None
         self.bias = None
         self.eps = None

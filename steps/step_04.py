@@ -28,7 +28,8 @@ class GPT2MLP(Module[[Tensor], Tensor]):
 
     def forward(self, hidden_states: Tensor) -> Tensor:
         # TODO: c_fc, then GELU, then c_proj.
-        #   Hint: F.gelu(x, approximate="tanh") is the GELU GPT-2 was trained with.
+        #   Hint: F.gelu(x, approximate=...); GPT-2 was trained with the tanh
+        #   approximation, not the exact form F.gelu computes by default.
         hidden_states = None
         hidden_states = None
         return None

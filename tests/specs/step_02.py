@@ -1,12 +1,16 @@
 """Checks for step 02: causal_mask."""
 
+import re
+
 import numpy as np
 
 from tests import reference as ref
-from tests.checker import Check, Context, Step, expect_close
+from tests.checker import Check, Context, Fail, Step, expect_close, to_numpy
 from tests.mutants import m
 
 CASES = [(1, 0), (5, 0), (7, 0), (3, 4), (1, 6)]  # (sequence_length, num_tokens)
+
+FILL = "fill value"
 
 
 def make_mask(ctx: Context, sequence_length: int, num_tokens: int):
@@ -14,54 +18,140 @@ def make_mask(ctx: Context, sequence_length: int, num_tokens: int):
     from max.dtype import DType
 
     fn = ctx.get("causal_mask")
-    return ctx.call(
-        f"causal_mask({sequence_length}, {num_tokens}, ...)",
-        fn,
-        sequence_length,
-        num_tokens,
-        dtype=DType.float32,
-        device=CPU(),
-    )
+    try:
+        return ctx.call(
+            f"causal_mask({sequence_length}, {num_tokens}, ...)",
+            fn,
+            sequence_length,
+            num_tokens,
+            dtype=DType.float32,
+            device=CPU(),
+        )
+    except Fail as failure:
+        bounds = re.search(r"num_(upper|lower)=(-?\d+) is out of bounds", failure.message)
+        if bounds and (bounds[1] == "lower" or int(bounds[2]) != num_tokens):
+            raise Fail(
+                failure.message,
+                f"band_part refuses a band wider than the matrix, and num_{bounds[1]}="
+                f"{bounds[2]} is not what a row needs: the band reaches num_tokens columns "
+                "right of the diagonal (a row sees no future token) and has no limit below it.",
+            ) from failure
+        if bounds:
+            raise Fail(
+                failure.message,
+                "band_part refuses a band wider than the matrix: is the mask "
+                "num_tokens + sequence_length columns wide? The cached tokens are columns "
+                "too.",
+            ) from failure
+        raise
+
+
+def band(sequence_length: int, num_tokens: int, lowest, highest) -> np.ndarray:
+    """0 where lowest(i) <= j <= highest(i), else -inf."""
+    rows = np.arange(sequence_length)[:, None]
+    cols = np.arange(num_tokens + sequence_length)[None, :]
+    return np.where((cols >= lowest(rows)) & (cols <= highest(rows)), 0.0, -np.inf)
 
 
 def mistakes(sequence_length: int, num_tokens: int) -> dict[str, np.ndarray]:
+    """Wrong masks people build, in the order a tie is named (first match wins)."""
     right = ref.causal_mask(sequence_length, num_tokens)
-    zeros_and_ones = np.where(np.isinf(right), 1.0, 0.0)
-    return {
+    total = num_tokens + sequence_length
+    found = {}
+    if num_tokens:  # first: with one cached token it is also "the diagonal is masked"
+        found[
+            "The cached tokens are not taken into account: row i may see columns up to "
+            "i + num_tokens (num_upper=num_tokens)."
+        ] = np.pad(
+            ref.causal_mask(sequence_length, 0), ((0, 0), (0, num_tokens)), constant_values=-np.inf
+        )
+    found |= {
         "The mask is inverted: 0 must be where attention is allowed (j <= i + num_tokens), "
         "-inf above that diagonal.": np.where(np.isinf(right), 0.0, -np.inf),
-        "The cached tokens are not taken into account: row i may see columns up to "
-        "i + num_tokens (num_upper=num_tokens).": np.pad(
-            ref.causal_mask(sequence_length, 0), ((0, 0), (0, num_tokens)), constant_values=-np.inf
+        "Nothing is masked: the mask is all 0, so every token sees the future. The band "
+        "reaches too far right of the diagonal; note that band_part reads a negative "
+        "num_upper (or num_lower) as no limit, like None.": np.zeros_like(right),
+        "Everything is -inf: no band was zeroed. F.band_part returns a new tensor and "
+        "leaves its input unchanged: return (or keep) what it returns.": np.full_like(
+            right, -np.inf
         ),
-        "The diagonal is masked too: a token may attend to itself.": np.where(
-            np.arange(num_tokens + sequence_length)[None, :]
-            >= np.arange(sequence_length)[:, None] + num_tokens,
-            -np.inf,
-            0.0,
+        "The diagonal is masked too: a token may attend to itself (row i sees column "
+        "num_tokens + i).": band(
+            sequence_length, num_tokens, lambda r: 0 * r, lambda r: r + num_tokens - 1
         ),
-        "The mask holds 1s where it should hold -inf: it is added to scores, so use "
-        "float('-inf').": zeros_and_ones,
+        "Earlier tokens are masked: a row must see every column to its left, so the band "
+        "has no limit below the diagonal (num_lower=None).": band(
+            sequence_length, num_tokens, lambda r: r, lambda r: r + num_tokens
+        ),
+        "The mask's fill value is 1 where it should be -inf: it is added to scores, so "
+        "use float('-inf').": np.where(np.isinf(right), 1.0, 0.0),
+        "The mask's fill value is +inf where it should be -inf: +inf added to a score "
+        "gives the softmax NaN, not a weight of 0.": np.where(np.isinf(right), np.inf, 0.0),
     }
+    for extra in (1, 2, 3):  # the band one or more columns too far right
+        ahead = "one future token" if extra == 1 else f"{extra} future tokens"
+        found[
+            f"Each row sees {ahead}: row i may see columns up to num_tokens + i and no "
+            "further; the band reaches num_tokens columns right of the diagonal."
+        ] = band(
+            sequence_length, num_tokens, lambda r: 0 * r, lambda r, k=extra: r + num_tokens + k
+        )
+    for short in range(2, num_tokens + 1):
+        if short != num_tokens:
+            found[
+                f"Each row sees {short} columns too few: row i may see every column up to "
+                "num_tokens + i, the cached tokens included."
+            ] = band(
+                sequence_length, num_tokens, lambda r: 0 * r, lambda r, k=short: r + num_tokens - k
+            )
+    return {why: wrong for why, wrong in found.items() if wrong.shape == (sequence_length, total)}
+
+
+def compare(ctx: Context, sequence_length: int, num_tokens: int, hint: str | None = None) -> None:
+    what = f"causal_mask({sequence_length}, {num_tokens})"
+    actual = to_numpy(make_mask(ctx, sequence_length, num_tokens), what)
+    expected = ref.causal_mask(sequence_length, num_tokens)
+    if actual.shape == expected.shape[::-1] and actual.shape != expected.shape:
+        raise Fail(
+            f"{what} has shape {list(actual.shape)}, expected {list(expected.shape)}: "
+            "rows and columns are swapped.",
+            "Rows are the new tokens (sequence_length), columns every token a row may look "
+            "at (num_tokens + sequence_length).",
+        )
+    if num_tokens and actual.shape == (sequence_length, sequence_length):
+        raise Fail(
+            f"{what} has shape {list(actual.shape)}, expected {list(expected.shape)}: the "
+            "mask is square, with no columns for the cached tokens.",
+            "The mask is num_tokens + sequence_length columns wide: one column per cached "
+            "token, then one per new token.",
+        )
+    forbidden = np.isinf(expected)
+    if actual.shape == expected.shape and forbidden.any():
+        finite = actual[forbidden]
+        if np.all(np.isfinite(finite)) and np.all(finite == finite[0]) and finite[0] < -1e3:
+            if np.array_equal(actual[~forbidden], expected[~forbidden]):
+                raise Fail(
+                    f"{what} does not match GPT-2: its fill value is {finite[0]:g}, a large "
+                    "finite number, where it should be -inf.",
+                    "Use float('-inf'): it gives a weight of exactly 0 whatever the scores and "
+                    "the dtype. A finite number must stay far below every score, and "
+                    "overflows to -inf in float16 anyway.",
+                )
+    expect_close(actual, expected, what, mistakes(sequence_length, num_tokens), hint=hint)
 
 
 def square_mask(ctx: Context) -> None:
-    for sequence_length in (1, 5, 7):
-        expect_close(
-            make_mask(ctx, sequence_length, 0),
-            ref.causal_mask(sequence_length, 0),
-            f"causal_mask({sequence_length}, 0)",
-            mistakes(sequence_length, 0),
-        )
+    for sequence_length in (5, 7, 1):  # 1 last: its 1x1 mask cannot tell mistakes apart
+        compare(ctx, sequence_length, 0)
 
 
 def mask_with_cached_tokens(ctx: Context) -> None:
-    for sequence_length, num_tokens in [(3, 4), (1, 6), (2, 1)]:
-        expect_close(
-            make_mask(ctx, sequence_length, num_tokens),
-            ref.causal_mask(sequence_length, num_tokens),
-            f"causal_mask({sequence_length}, {num_tokens})",
-            mistakes(sequence_length, num_tokens),
+    # (2, 1) first: a mask with too few columns or swapped axes still gets built
+    for sequence_length, num_tokens in [(2, 1), (3, 4), (1, 6)]:
+        compare(
+            ctx,
+            sequence_length,
+            num_tokens,
             hint="The result is [sequence_length, num_tokens + sequence_length].",
         )
 
@@ -69,8 +159,6 @@ def mask_with_cached_tokens(ctx: Context) -> None:
 def dtype_is_respected(ctx: Context) -> None:
     from max.driver import CPU
     from max.dtype import DType
-
-    from tests.checker import Fail
 
     mask = ctx.call(
         "causal_mask(4, 0, dtype=float16)",
@@ -105,39 +193,193 @@ def dtype_is_respected(ctx: Context) -> None:
             )
 
 
+# Hint ladders: what to look at; the API or the shapes; the line.
+BAND_PART = "`F.band_part(x, num_lower, num_upper, exclude)`"
+LAST_LINE = (
+    "```python\nreturn F.band_part(mask, num_lower=None, num_upper=num_tokens, exclude=True)\n```"
+)
+MASK_HINTS = {
+    "inverted": (
+        "0 and -inf are the wrong way round: the mask must be 0 where a row *may* look "
+        "(its past and itself) and -inf over the future. Look at what `exclude` does.",
+        f"{BAND_PART} with `exclude=False` keeps the band and zeroes the rest; with "
+        "`exclude=True` it zeroes the band and keeps the rest. Starting from all -inf, "
+        "the band (what a row may see) has to become 0.",
+        LAST_LINE,
+    ),
+    "nothing is masked": (
+        "Every entry is 0, so a token could read the tokens after it. The band you zero "
+        "is too wide on the right side of the diagonal.",
+        f"In {BAND_PART}, `num_upper` is how many columns right of the diagonal are in "
+        "the band; a *negative* value, like `None`, means no limit. Row i may see "
+        "`num_tokens` columns right of its diagonal, no more.",
+        LAST_LINE,
+    ),
+    "everything is -inf": (
+        "The mask comes back all -inf: the band was never zeroed, or its result was thrown away.",
+        "MAX operations do not change their input: `F.band_part(...)` *returns* the "
+        "new tensor. Return it, or assign it before returning.",
+        LAST_LINE,
+    ),
+    "itself": (
+        "The diagonal is -inf: a token cannot see itself. The band a row may see ends "
+        "at its own column, included.",
+        f"In {BAND_PART}, an entry is in the band when `n - m <= num_upper`; the diagonal "
+        "has `n - m = 0`, and with a cache the row's own column is `num_tokens` right of "
+        "the diagonal. Building the mask by *keeping* an upper triangle of -inf always "
+        "keeps the diagonal too.",
+        LAST_LINE,
+    ),
+    "earlier tokens": (
+        "Columns left of the diagonal are -inf: a row does not see the tokens before it. "
+        "The band has a lower limit it should not have.",
+        f"In {BAND_PART}, `num_lower` is how many columns left of the diagonal are in "
+        "the band; `None` means no limit, while `0` stops at the diagonal.",
+        LAST_LINE,
+    ),
+    FILL: (
+        "The shape and the pattern are right, but the forbidden entries hold the wrong "
+        "number. The mask is *added* to the scores before the softmax.",
+        "`Tensor.full(shape, value, dtype=..., device=...)` fills with `value`; the value "
+        'that makes `exp(score + value)` exactly 0 is minus infinity, `float("-inf")`.',
+        '```python\nmask = Tensor.full([sequence_length, total_length], float("-inf"), '
+        "dtype=dtype, device=device)\n```",
+    ),
+    "swapped": (
+        "The mask's shape is transposed. Rows are queries (the new tokens), columns keys "
+        "(every token, cached ones first).",
+        "`Tensor.full(shape, ...)` takes `[rows, columns]`: one row per new token "
+        "(`sequence_length`), one column per token a row may look at (`total_length`).",
+        '```python\nmask = Tensor.full([sequence_length, total_length], float("-inf"), '
+        "dtype=dtype, device=device)\n```",
+    ),
+    "columns wide": (
+        "The matrix is narrower than the band: the cached tokens are columns of the mask "
+        "too. Look at the first TODO, the width.",
+        "The mask is `[sequence_length, total_length]`, and `total_length` has one "
+        "column per cached token (`num_tokens` of them), then one per new token.",
+        "```python\ntotal_length = num_tokens + sequence_length\n```",
+    ),
+    "cached tokens": (
+        "The mask ignores the cache: row i is the token at absolute position "
+        "`num_tokens + i`, so it sees every cached column as well as the new ones up to "
+        "itself.",
+        f"In {BAND_PART}, `num_upper` counts the columns right of the diagonal in the "
+        "band. Row 0's own column is column `num_tokens`.",
+        LAST_LINE,
+    ),
+    "future token": (
+        "The band reaches too far right of the diagonal: each row would see tokens after it.",
+        f"In {BAND_PART}, `num_upper` is how many columns right of the diagonal are in "
+        "the band: exactly the number of cached tokens.",
+        LAST_LINE,
+    ),
+    "": (
+        "Compare your mask with the figure on the step's page: -inf above the diagonal, "
+        "0 on and below it, and with a cache the diagonal moves `num_tokens` columns right.",
+        "Build it in two moves: `Tensor.full` of -inf with shape "
+        "`[sequence_length, total_length]` (cached plus new tokens), then "
+        f"{BAND_PART}: which side of the diagonal has no limit, how many columns the band "
+        "reaches on the other side, and whether the band is kept or zeroed.",
+        "```python\ntotal_length = num_tokens + sequence_length\n"
+        'mask = Tensor.full([sequence_length, total_length], float("-inf"), dtype=dtype, '
+        "device=device)\n"
+        "return F.band_part(mask, num_lower=None, num_upper=num_tokens, exclude=True)\n```",
+    ),
+}
+
+DTYPE_HINTS = {
+    "returned a tensor on": (
+        "The mask was made on another device than the one asked for. It is added to scores "
+        "that live on that device.",
+        "`Tensor.full(shape, value, dtype=..., device=...)` creates the tensor where you say; "
+        "pass the function's own `device` argument on.",
+        '```python\nmask = Tensor.full([sequence_length, total_length], float("-inf"), '
+        "dtype=dtype, device=device)\n```",
+    ),
+    "": (
+        "The mask ignores the `dtype` it was given: it is added to scores of that dtype "
+        "(float16 or bfloat16 in a deployed model).",
+        "`Tensor.full(shape, value, dtype=..., device=...)` without `dtype` makes float32. "
+        "Pass the function's own `dtype` and `device` arguments on, not a fixed DType.",
+        '```python\nmask = Tensor.full([sequence_length, total_length], float("-inf"), '
+        "dtype=dtype, device=device)\n```",
+    ),
+}
+
 STEP = Step(
     number=2,
     title="Causal masking",
     required={"causal_mask": []},
     checks=[
-        Check("square mask: 0 on and below the diagonal, -inf above", square_mask),
-        Check("mask offset by cached tokens (num_tokens)", mask_with_cached_tokens),
-        Check("the requested dtype is used", dtype_is_respected),
+        Check("square mask: 0 on and below the diagonal, -inf above", square_mask, MASK_HINTS),
+        Check("mask offset by cached tokens (num_tokens)", mask_with_cached_tokens, MASK_HINTS),
+        Check("the requested dtype is used", dtype_is_respected, hints=DTYPE_HINTS),
     ],
 )
 
 # Plausible learner mistakes: each must fail a check whose message or hint
 # contains `expect` (tests/test_checkers.py; the edits apply to the solution).
+BAND_CALL = "F.band_part(mask, num_lower=None, num_upper=num_tokens, exclude=True)"
 MISTAKES = [
     m(
         "ignores cached tokens (num_upper=0)",
         "num_upper=num_tokens",
         "num_upper=0",
-        "cached tokens",
+        "cached tokens are not taken into account",
     ),
     m("mask inverted (exclude=False)", ", exclude=True)", ", exclude=False)", "inverted"),
-    m("ones instead of -inf", 'float("-inf")', "1.0", "-inf"),
-    m("diagonal masked", "num_upper=num_tokens", "num_upper=num_tokens - 1", "diagonal"),
+    m("ones instead of -inf", 'float("-inf")', "1.0", "fill value is 1"),
+    m("+inf instead of -inf", 'float("-inf")', 'float("inf")', "+inf"),
+    m("large negative instead of -inf", 'float("-inf")', "-1e9", "large finite number"),
+    m(
+        "num_upper one short (-1 means no limit)",
+        "num_upper=num_tokens",
+        "num_upper=num_tokens - 1",
+        "nothing is masked",
+    ),
+    m(
+        "diagonal masked (upper triangle kept)",
+        "num_lower=None, num_upper=num_tokens, exclude=True",
+        "num_lower=0, num_upper=None, exclude=False",
+        "attend to itself",
+    ),
+    m(
+        "num_upper is the sequence length",
+        "num_upper=num_tokens,",
+        "num_upper=sequence_length,",
+        "is not what a row needs",
+    ),
+    m("one future token visible", "num_upper=num_tokens", "num_upper=num_tokens + 1", "one future"),
+    m(
+        "earlier tokens masked (num_lower=0)",
+        "num_lower=None, num_upper",
+        "num_lower=0, num_upper",
+        "earlier tokens",
+    ),
+    m(
+        "band_part result dropped",
+        f"return {BAND_CALL}",
+        f"{BAND_CALL}\n    return mask",
+        "returns a new",
+    ),
     m(
         "square only",
         "total_length = num_tokens + sequence_length",
         "total_length = sequence_length",
-        "raised",
+        "columns wide",
+    ),
+    m(
+        "rows and columns swapped",
+        "[sequence_length, total_length]",
+        "[total_length, sequence_length]",
+        "rows and columns are swapped",
     ),
     m(
         "dtype ignored",
         "dtype=dtype, device=device",
         "dtype=DType.float32, device=device",
-        "dtype",
+        "returned dtype",
     ),
+    m("dtype not passed", "dtype=dtype, device=device", "device=device", "returned dtype"),
 ]
