@@ -26,7 +26,7 @@ class GPT2Embeddings(Module[[Tensor], Tensor]):
     def forward(self, input_ids: Tensor) -> Tensor:
         seq_length = input_ids.shape[-1]
         # TODO: the positions 0..seq_length-1 as int64, on input_ids' device.
-        #   Hint: Tensor.arange(n, dtype=..., device=...)
+        #   Hint: Tensor.arange(stop, dtype=..., device=...) makes floats by default.
         positions = None
         # END TODO
         # TODO: token embeddings plus position embeddings ([seq, n_embd]

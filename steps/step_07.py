@@ -24,9 +24,9 @@ class GPT2QKVProjection(Module[..., tuple[Tensor, Tensor, Tensor]]):
         # END TODO
 
     def forward(self, hidden_states: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        # TODO: project, then split the last axis into query, key, value (in
+        # TODO: project, then split the features into query, key, value (in
         #   that order: it is how GPT-2's checkpoint stores them).
-        #   Hint: F.split(x, [size, size, size], axis=-1) returns a list.
+        #   Hint: F.split(x, split_sizes, axis) returns a list; mind its default axis.
         qkv = None
         query, key, value = None, None, None
         # END TODO

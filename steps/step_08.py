@@ -30,12 +30,13 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor) -> T
     # END TODO
 
     # TODO: add the causal mask from step 02 (no cached tokens here).
-    #   Hint: causal_mask(seq_length, 0, dtype=scores.dtype, device=scores.device)
+    #   Hint: build it with the scores' dtype and device, so the sum is defined.
     mask = None
     scores = None
     # END TODO
 
     # TODO: softmax over the keys, then the weighted sum of the values.
+    #   Hint: which axis of the scores [.., query, key] holds the keys?
     weights = None
     return None
     # END TODO

@@ -71,3 +71,118 @@ def tied_lm_weights(
     weights["transformer.wpe.weight"] *= wpe_scale
     weights["lm_head.weight"] = weights["transformer.wte.weight"]  # one matrix
     return weights
+
+
+# -- Embedding tables (steps 05 and 06) -----------------------------------------
+
+CONFIG_SIZES = ("vocab_size", "n_positions", "n_embd", "n_inner", "n_head", "n_layer")
+
+
+def config_field_of(config: GPT2Config, size: int) -> str | None:
+    """The config field that holds `size` ("config.n_positions"), if one does."""
+    for name in CONFIG_SIZES:
+        if getattr(config, name, None) == size:
+            return f"config.{name}"
+    return None
+
+
+def build_embeddings(ctx, name: str, config: GPT2Config):
+    """ctx.build(name, config), saying why Embedding(rows, width) raises."""
+    from tests.checker import Fail
+
+    try:
+        return ctx.build(name, config)
+    except Fail as failure:
+        if "Embedding" in failure.message and "positional argument" in failure.message:
+            raise Fail(
+                failure.message,
+                "Embedding's width is keyword-only: the first argument is the number of "
+                "rows, the width is passed as dim=...",
+            ) from failure
+        raise
+
+
+def expect_tables(module, config: GPT2Config, tables: dict[str, tuple[str, str]]) -> None:
+    """Fail, naming the config fields involved, when a table is not an Embedding
+    of [rows, n_embd]. `tables`: attribute -> (the config field counting its rows,
+    what one row stands for). Missing attributes and transposed tables are left
+    to expect_parameters, which names them."""
+    from tests.checker import Fail
+    from tests.checker.engine import parameter_shapes
+
+    objects = {attribute: getattr(module, attribute, None) for attribute in tables}
+    for attribute, table in objects.items():
+        kind = type(table).__name__
+        if table is not None and hasattr(table, "parameters") and kind != "Embedding":
+            raise Fail(
+                f"{attribute} is a {kind}, not an Embedding.",
+                "An id is a row number, not a vector to multiply: an Embedding holds the "
+                "table and returns the rows at the ids it is called with.",
+            )
+    shared = [
+        a
+        for a in objects
+        if objects[a] is not None and a != "wte" and objects[a] is objects.get("wte")
+    ]
+    if shared:
+        raise Fail(
+            f"{shared[0]} is the same Embedding object as wte: one table serves both.",
+            f"{shared[0]} is a table of its own, with its own rows (one per "
+            f"{tables[shared[0]][1]}): build a second Embedding.",
+        )
+    shapes = parameter_shapes(module)
+    for attribute, (rows_field, row_of) in tables.items():
+        name = f"{attribute}.weight"
+        rows, width = getattr(config, rows_field), config.n_embd
+        shape = shapes.get(name)
+        if shape is None or len(shape) != 2 or shape in ((rows, width), (width, rows)):
+            continue
+        said = []
+        if shape[0] != rows:
+            field = config_field_of(config, shape[0])
+            said.append(
+                f"{shape[0]} rows"
+                + (f" ({field})" if field else "")
+                + f", it needs one per {row_of}: config.{rows_field} = {rows}"
+            )
+        if shape[1] != width:
+            field = config_field_of(config, shape[1])
+            said.append(
+                f"rows {shape[1]} wide"
+                + (f" ({field})" if field else "")
+                + f", each row is config.n_embd = {width} wide"
+            )
+        raise Fail(
+            f"{name} has shape {list(shape)}, expected {list((rows, width))}: "
+            + "; ".join(said)
+            + ".",
+            "Embedding(num_rows, dim=width) holds a [num_rows, width] table: the first "
+            "argument counts the rows, dim is the width of each.",
+        )
+
+
+def lookup_failure(failure, tables: str):
+    """A Fail that says why an Embedding lookup raised, or None when it is
+    something else. `tables` describes the tables and their sizes, for the
+    out-of-range case."""
+    import re
+
+    from tests.checker import Fail
+
+    message = failure.message
+    if "Gather" in message and "integer" in message:
+        dtype = re.search(r"indices = TensorValue\(dtype=(\w+)", message)
+        said = f"{dtype.group(1)} indices" if dtype else "indices that are not integers"
+        return Fail(
+            message,
+            f"An Embedding was called with {said}: a lookup takes integer row numbers. "
+            "Tensor.arange makes float32 numbers unless it is given an integer dtype "
+            "(DType.int64, the dtype of the token ids).",
+        )
+    if "__gather" in message:
+        return Fail(
+            message,
+            f"A lookup read past the end of its table: every index must be a row number "
+            f"of the table it is looked up in. {tables}",
+        )
+    return None
