@@ -233,7 +233,7 @@ FORWARD_HINTS = {
 
 STEP = Step(
     number=7,
-    title="Query/key/value projections",
+    title="Query, key and value projections",
     required={"GPT2QKVProjection": ["__init__", "forward"]},
     checks=[
         Check("c_attn is one Linear(n_embd, 3 * n_embd)", parameters, PARAMETERS_HINTS),

@@ -84,7 +84,7 @@ def uses_the_given_callables(ctx: Context) -> None:
 
 STEP = Step(
     number=10,
-    title="Residual connections and layer normalization",
+    title="Residual connections and pre-norm",
     required={"pre_norm_residual": []},
     checks=[
         Check("calls the given norm, then sublayer, then adds x", uses_the_given_callables),

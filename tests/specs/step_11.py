@@ -73,7 +73,7 @@ def uses_config_eps(ctx: Context) -> None:
 
 STEP = Step(
     number=11,
-    title="Transformer block",
+    title="The transformer block",
     required={"GPT2Block": ["__init__", "forward"]},
     checks=[
         Check("ln_1, attn, ln_2, mlp named and shaped like GPT-2's", parameters),

@@ -68,7 +68,7 @@ def one_token(ctx: Context) -> None:
 
 STEP = Step(
     number=12,
-    title="Stacking transformer blocks",
+    title="Stacking blocks into GPT2Model",
     typical=4,  # seconds, slowest check: its 12-layer forward: 1-2 s warm, 7.6 s measured on 2 very busy cores
     required={"GPT2Model": ["__init__", "forward"]},
     checks=[
