@@ -20,9 +20,12 @@ def transposed_scores(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray
     return ref.softmax(scores + ref.causal_mask(q.shape[-2]), axis=-1) @ v
 
 
-def scale_mistakes(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> dict[str, np.ndarray]:
-    """What the usual scale mistakes compute, with the hint for each. They all
-    give the right output at position 0, which sees only itself."""
+def scale_mistakes(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, embed: int = EMBED
+) -> dict[str, np.ndarray]:
+    """What the usual scale mistakes compute, with the hint for each (`embed`:
+    the model's width, heads * head_dim). They all give the right output at
+    position 0, which sees only itself."""
     head_dim, seq = q.shape[-1], q.shape[-2]
     found = {
         "The scores are not scaled: divide them by sqrt(head_dim) before the softmax.": (
@@ -31,7 +34,7 @@ def scale_mistakes(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> dict[str, np.
         "The scale is 1/head_dim: the scores are divided by head_dim; divide by "
         "sqrt(head_dim).": ref.attention(q, k, v, scale=1.0 / head_dim),
         "The scores are scaled with n_embd; the scale is 1/sqrt(head_dim), the width of one "
-        "head.": ref.attention(q, k, v, scale=1.0 / math.sqrt(EMBED)),
+        "head.": ref.attention(q, k, v, scale=1.0 / math.sqrt(embed)),
         "The scale is inverted: the scores are multiplied by sqrt(head_dim); divide "
         "instead.": ref.attention(q, k, v, scale=math.sqrt(head_dim)),
     }
@@ -65,8 +68,11 @@ def other_mistakes(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> dict[str, np.
     }
 
 
-def attention_mistakes(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> dict[str, np.ndarray]:
-    return {**scale_mistakes(q, k, v), **other_mistakes(q, k, v)}
+def attention_mistakes(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, embed: int = EMBED
+) -> dict[str, np.ndarray]:
+    """Every mistake above, with the hint for each (step 09 uses them too)."""
+    return {**scale_mistakes(q, k, v, embed), **other_mistakes(q, k, v)}
 
 
 def inputs(ctx: Context, seq: int = SEQ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
