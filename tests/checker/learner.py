@@ -73,7 +73,11 @@ def explanation(message: str, limit: int = 240) -> list[str]:
     operands = [line for line in rest if OPERAND.match(line)]
     paragraphs = [p.strip() for p in re.split(r"\n\s*\n", "\n".join(lines[1:])) if p.strip()]
     closing = [line.strip() for line in paragraphs[-1].splitlines()] if paragraphs else []
-    cause = [line for line in closing if line not in operands and not line.endswith(":")]
+    cause = [
+        line
+        for line in closing
+        if line not in operands and not line.endswith(":") and "MODULAR_DEBUG" not in line
+    ]  # MAX's advice on its own debugging says nothing about the learner's mistake
     picked = operands + cause
     shortened = [line if len(line) <= limit else line[: limit - 3] + "..." for line in picked]
     return [first] + shortened[-MAX_CAUSE_LINES:]
