@@ -34,16 +34,17 @@ class GPT2MultiHeadAttention(Module[[Tensor], Tensor]):
     def _split_heads(self, tensor: Tensor, num_heads: int, attn_head_size: int) -> Tensor:
         """[batch, seq, n_embd] -> [batch, heads, seq, head_dim]."""
         batch, seq_length = tensor.shape[0], tensor.shape[1]
-        # TODO: cut the feature axis into heads, then move heads before seq.
-        #   Hint: reshape to [batch, seq, heads, head_dim], then transpose(1, 2).
-        #   Reshaping straight to [batch, heads, seq, head_dim] scrambles tokens.
+        # TODO: two moves. Cut each token's features into heads (a reshape: head 0
+        #   owns the first head_dim features), then bring the heads axis in front of
+        #   seq (a transpose). Reshaping straight to the final shape scrambles tokens.
         tensor = None
         return None
         # END TODO
 
     def _merge_heads(self, tensor: Tensor, num_heads: int, attn_head_size: int) -> Tensor:
         """[batch, heads, seq, head_dim] -> [batch, seq, n_embd]."""
-        # TODO: undo _split_heads: transpose back, then flatten the heads.
+        # TODO: undo _split_heads in the opposite order: move seq back in front of
+        #   the heads, then flatten the heads into one feature axis.
         tensor = None
         batch, seq_length = tensor.shape[0], tensor.shape[1]
         return None
@@ -52,7 +53,8 @@ class GPT2MultiHeadAttention(Module[[Tensor], Tensor]):
     def _attn(self, query: Tensor, key: Tensor, value: Tensor) -> Tensor:
         """Causal scaled dot-product attention, run for every head at once."""
         # TODO: step 08's attention: scores, scale by sqrt(head_dim), add the
-        #   causal mask, softmax over the last axis, weighted sum of values.
+        #   causal mask, softmax over the keys, weighted sum of values.
+        #   Hint: self.head_dim is already a Python int.
         scores = None
         scores = None
         seq_length = query.shape[-2]
@@ -62,10 +64,10 @@ class GPT2MultiHeadAttention(Module[[Tensor], Tensor]):
         # END TODO
 
     def forward(self, hidden_states: Tensor) -> Tensor:
-        # TODO: c_attn, then split into query, key, value along the last axis.
+        # TODO: c_attn, then cut its output into query, key, value (step 07).
         query, key, value = None, None, None
         # END TODO
-        # TODO: split each into heads.
+        # TODO: split each into heads (mind the order of the size arguments).
         query = None
         key = None
         value = None

@@ -18,13 +18,7 @@ from tests import test_learn
 from tests.check import available_steps, load_spec
 from tests.checker import Check
 from tests.test_learn import learn_cli, step
-from tests.test_pages_teach import (
-    LADDERS_PENDING,
-    LINES_PENDING,
-    leaks,
-    learner_lines,
-    steps_pending,
-)
+from tests.test_pages_teach import leaks, learner_lines
 from tools import learn
 
 STEPS = available_steps()
@@ -39,7 +33,7 @@ def ladders(check: Check) -> dict[str, Sequence[str]]:
     return {"": check.hints}
 
 
-@pytest.mark.parametrize("number", steps_pending(LADDERS_PENDING))
+@pytest.mark.parametrize("number", STEPS)
 def test_every_check_has_a_three_rung_ladder(number: int) -> None:
     for check in load_spec(number).checks:
         found = ladders(check)
@@ -52,7 +46,7 @@ def test_every_check_has_a_three_rung_ladder(number: int) -> None:
             assert all(isinstance(rung, str) and len(rung) > 20 for rung in ladder), where
 
 
-@pytest.mark.parametrize("number", steps_pending(LINES_PENDING))
+@pytest.mark.parametrize("number", STEPS)
 def test_no_line_before_the_third_ask(number: int) -> None:
     answers = learner_lines(number)
     for check in load_spec(number).checks:

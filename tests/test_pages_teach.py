@@ -20,19 +20,6 @@ from tests.check import available_steps, step_file
 REPO = Path(__file__).resolve().parents[1]
 PAGES = REPO / "docs" / "src"
 STEPS = available_steps()
-# Steps 09-12 are the last whose pages and hint ladders are still being rewritten
-# to teach rather than dictate. Their failing cases are expected to fail, strictly:
-# a step that gets done passes, which fails the suite until it leaves these lists.
-REWRITE_PENDING = "page and hints of this step not yet rewritten to teach"
-LADDERS_PENDING = {9, 10, 11, 12}
-LINES_PENDING = {11, 12}
-TRY_IT_PENDING = {9, 10, 11, 12}
-
-
-def steps_pending(pending: set[int]) -> list:
-    """STEPS, those in `pending` marked as expected to fail until rewritten."""
-    mark = pytest.mark.xfail(strict=True, reason=REWRITE_PENDING)
-    return [pytest.param(n, marks=mark) if n in pending else n for n in STEPS]
 
 
 MIN_LINE = 12  # shorter lines (`return x`, `x = x + y`) say nothing a page must hide
@@ -116,7 +103,7 @@ def leaks(answers: set[str], text: str) -> list[str]:
     return sorted(answer for answer in answers if squeeze(answer) in squeezed)
 
 
-@pytest.mark.parametrize("number", steps_pending(LINES_PENDING))
+@pytest.mark.parametrize("number", STEPS)
 def test_page_folds_the_learner_lines(number: int) -> None:
     page = PAGES / f"step_{number:02d}.md"
     found = leaks(learner_lines(number), unfolded(page))
@@ -129,7 +116,7 @@ def test_skeleton_comments_do_not_give_the_lines(number: int) -> None:
     assert not found, f"steps/step_{number:02d}.py's comments give the learner's lines: {found}"
 
 
-@pytest.mark.parametrize("number", steps_pending(TRY_IT_PENDING))
+@pytest.mark.parametrize("number", STEPS)
 def test_page_ends_with_questions_to_try(number: int) -> None:
     text = (PAGES / f"step_{number:02d}.md").read_text(encoding="utf-8")
     assert re.search(r"^## Try it", text, re.MULTILINE), "no `## Try it` section"

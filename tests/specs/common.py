@@ -186,3 +186,16 @@ def lookup_failure(failure, tables: str):
             f"of the table it is looked up in. {tables}",
         )
     return None
+
+
+# -- Shared objects (steps 11 and 12) --------------------------------------------
+
+
+def shared_parameters(module) -> list[list[str]]:
+    """Groups of parameter names that are one and the same tensor: a module put
+    in two places (`self.ln_2 = self.ln_1`, `[block] * n`) lists its parameters
+    under each name, and loading a checkpoint writes them all into one tensor."""
+    groups: dict[int, list[str]] = {}
+    for name, parameter in module.parameters:
+        groups.setdefault(id(parameter), []).append(name)
+    return [names for names in groups.values() if len(names) > 1]

@@ -1,9 +1,11 @@
 """Checks for step 10: pre_norm_residual."""
 
+import numpy as np
+
 from solutions.solution_03 import LayerNorm
 from solutions.solution_04 import GPT2MLP
 from tests import reference as ref
-from tests.checker import Check, Context, Step, expect_close, tensor
+from tests.checker import Check, Context, Step, expect_close, tensor, to_numpy
 from tests.mutants import m
 from tests.specs.common import BATCH, SEQ, linear_shapes, small_config
 
@@ -33,9 +35,17 @@ def mistakes(x, norm, sublayer) -> dict:
         "GPT-2 normalizes only the sublayer's input: x + sublayer(norm(x)).": norm(x + sublayer(x)),
         "The residual is missing: add the input x to the sublayer's output.": sublayer(norm(x)),
         "The norm is skipped: the sublayer should read norm(x).": x + sublayer(x),
-        "The normalized x is added back; the residual stream must carry x itself.": norm(x)
-        + sublayer(norm(x)),
+        "The normalized x is added back; the residual stream must carry x itself (did x get "
+        "reassigned to norm(x)?).": norm(x) + sublayer(norm(x)),
         "The norm is applied to the sublayer's output instead of its input.": x + norm(sublayer(x)),
+        "The norm and the residual trade places: the sublayer reads x unnormalized and the "
+        "stream carries norm(x).": norm(x) + sublayer(x),
+        "The sum is normalized too: pre-norm normalizes only what the sublayer reads, never the "
+        "stream.": norm(x + sublayer(norm(x))),
+        "The sublayer's output is subtracted from x: a residual connection adds it.": x
+        - sublayer(norm(x)),
+        "The sublayer's output is multiplied with x: a residual connection adds it.": x
+        * sublayer(norm(x)),
     }
 
 
@@ -49,7 +59,7 @@ def matches(ctx: Context) -> None:
         x + ref_mlp(ref_norm(x)),
         "pre_norm_residual(x, layer_norm, mlp)",
         mistakes(x, ref_norm, ref_mlp),
-        hint="return x + sublayer(norm(x))",
+        hint="The sublayer reads a normalized copy of x; its output is added to x itself.",
     )
 
 
@@ -64,32 +74,112 @@ def identity_sublayer(ctx: Context) -> None:
         out,
         x,
         "pre_norm_residual with a sublayer that outputs zeros",
-        {"A zero update must leave x unchanged: is x normalized on the way through?": ref_norm(x)},
+        {
+            "A zero update must leave x unchanged, but x comes out normalized: the norm is "
+            "applied to the stream (the sum, or the x that is added back), not only to what "
+            "the sublayer reads.": ref_norm(x),
+            "A zero update must leave x unchanged, but the output is all zeros: the residual "
+            "is missing, add x to the sublayer's output.": np.zeros_like(x),
+        },
         hint="With a sublayer that adds nothing, the block must pass x through untouched.",
     )
+
+
+def affine(x: np.ndarray, out: np.ndarray) -> tuple[float, float] | None:
+    """(a, b) when out == a * x + b elementwise, else None."""
+    if out.shape != x.shape or not np.all(np.isfinite(out)):
+        return None
+    a, b = np.polyfit(x.ravel().astype(np.float64), out.ravel().astype(np.float64), 1)
+    return (float(a), float(b)) if np.allclose(a * x + b, out, atol=1e-4) else None
+
+
+def formula(a: float, b: float) -> str:
+    return f"{round(a, 3):g}x {'+' if b >= 0 else '-'} {round(abs(b), 3):g}"
 
 
 def uses_the_given_callables(ctx: Context) -> None:
     x = ctx.normal(1, 3, 4)
     fn = ctx.get("pre_norm_residual")
     out = ctx.call("pre_norm_residual", fn, tensor(x), lambda h: h * 2.0, lambda h: h * 3.0 + 1.0)
+    what = "pre_norm_residual(x, norm=2*h, sublayer=3*h+1)"
+    hint = "Call the norm and sublayer you are given; build nothing new inside."
+    fitted = affine(x, to_numpy(out, what))
+    if fitted is not None:
+        hint = (
+            f"With norm(h) = 2h and sublayer(h) = 3h + 1 your function returns "
+            f"{formula(*fitted)}; x + sublayer(norm(x)) is x + (6x + 1) = 7x + 1. Work out "
+            "which wiring gives yours."
+        )
     expect_close(
-        out,
-        x + (6 * x + 1),
-        "pre_norm_residual(x, norm=2*h, sublayer=3*h+1)",
-        mistakes(x, lambda h: 2 * h, lambda h: 3 * h + 1),
-        hint="Call the norm and sublayer you are given; build nothing new inside.",
+        out, x + (6 * x + 1), what, mistakes(x, lambda h: 2 * h, lambda h: 3 * h + 1), hint=hint
     )
 
+
+# Hint ladders: what to look at; the API or the shapes; the line.
+LINE = "```python\nreturn x + sublayer(norm(x))\n```"
+NORM_PLACE_HINTS = (
+    "The norm sits on the stream. GPT-2 is pre-norm: the norm is applied to a *copy* of `x` "
+    "that only the sublayer reads; the sum that leaves the function is never normalized.",
+    "Three values: `norm(x)` (the sublayer's input), what `sublayer` returns, and the "
+    "original `x`. The result is the sum of the last two; nothing is applied to it afterwards.",
+    LINE,
+)
+READS_HINTS = (
+    "The sublayer reads the wrong thing: its input is the normalized copy of `x`, and the "
+    "norm is applied before the sublayer, not after it.",
+    "`norm` and `sublayer` are callables that each take and return a `[batch, seq, n_embd]` "
+    "tensor: call `norm` on `x` first, and hand its result to `sublayer`.",
+    LINE,
+)
+RESIDUAL_HINTS = (
+    "The residual connection is missing or not an addition. The function returns the input "
+    "*plus* the sublayer's correction, so that a sublayer that outputs zeros leaves `x` as it "
+    "was.",
+    "`+` adds two `[batch, seq, n_embd]` tensors elementwise; one of them is the original "
+    "`x`, untouched, the other what the sublayer returns.",
+    LINE,
+)
+STREAM_HINTS = (
+    "The stream carries the normalized `x` instead of `x` itself. Keep the name `x` for the "
+    "input; give the normalized copy its own name (or none), and add the sublayer's output "
+    "to the original.",
+    "`norm(x)` returns a new tensor and leaves `x` as it was; it is the unnormalized `x` that "
+    "the sublayer's output is added to.",
+    LINE,
+)
+DEFAULT_HINTS = (
+    "Read the function's name from the inside out: normalize a copy of `x`, run the sublayer "
+    "on that copy, add what it returns to the untouched `x`. The page's figure draws it.",
+    "`norm` and `sublayer` are callables (modules or lambdas): calling one on a "
+    "`[batch, seq, n_embd]` tensor returns another of the same shape; `+` adds two of them.",
+    LINE,
+)
+WIRING_HINTS = {
+    "post-norm": NORM_PLACE_HINTS,
+    "sum is normalized": NORM_PLACE_HINTS,
+    "comes out normalized": NORM_PLACE_HINTS,
+    "residual is missing": RESIDUAL_HINTS,
+    "subtracted": RESIDUAL_HINTS,
+    "multiplied": RESIDUAL_HINTS,
+    "normalized x is added back": STREAM_HINTS,
+    "norm is skipped": READS_HINTS,
+    "instead of its input": READS_HINTS,
+    "trade places": READS_HINTS,
+    "": DEFAULT_HINTS,
+}
 
 STEP = Step(
     number=10,
     title="Residual connections and pre-norm",
     required={"pre_norm_residual": []},
     checks=[
-        Check("calls the given norm, then sublayer, then adds x", uses_the_given_callables),
-        Check("a sublayer that adds nothing leaves x unchanged", identity_sublayer),
-        Check("x + mlp(layer_norm(x)) matches GPT-2", matches),
+        Check(
+            "calls the given norm, then sublayer, then adds x",
+            uses_the_given_callables,
+            WIRING_HINTS,
+        ),
+        Check("a sublayer that adds nothing leaves x unchanged", identity_sublayer, WIRING_HINTS),
+        Check("x + mlp(layer_norm(x)) matches GPT-2", matches, WIRING_HINTS),
     ],
 )
 
@@ -120,6 +210,36 @@ MISTAKES = [
         "subtracts",
         "return x + sublayer(norm(x))",
         "return x - sublayer(norm(x))",
-        "wrong values",
+        "subtracted from x",
+    ),
+    m(
+        "multiplies",
+        "return x + sublayer(norm(x))",
+        "return x * sublayer(norm(x))",
+        "multiplied with x",
+    ),
+    m(
+        "x reassigned to norm(x)",
+        "return x + sublayer(norm(x))",
+        "x = norm(x)\n    return x + sublayer(x)",
+        "x get reassigned",
+    ),
+    m(
+        "norm and residual trade places",
+        "return x + sublayer(norm(x))",
+        "return norm(x) + sublayer(x)",
+        "reads x unnormalized",
+    ),
+    m(
+        "pre-norm and post-norm at once",
+        "return x + sublayer(norm(x))",
+        "return norm(x + sublayer(norm(x)))",
+        "sum is normalized too",
+    ),
+    m(
+        "sublayer output added to itself",
+        "return x + sublayer(norm(x))",
+        "h = sublayer(norm(x))\n    return h + h",
+        "returns 12x + 2",
     ),
 ]

@@ -1,15 +1,48 @@
 """Checks for step 11: GPT2Block."""
 
 from tests import reference as ref
-from tests.checker import Check, Context, Step, expect_close, tensor
+from tests.checker import Check, Context, Fail, Step, expect_close, parameter_shapes, tensor
 from tests.mutants import Mutant, m
-from tests.specs.common import BATCH, SEQ, block_shapes, small_config
+from tests.specs.common import (
+    BATCH,
+    SEQ,
+    block_shapes,
+    config_field_of,
+    shared_parameters,
+    small_config,
+)
 
 CONFIG = small_config()
 
 
+def expect_own_parts(block, config) -> None:
+    """Fail, in the block's terms, when two parts are one object or the MLP's
+    width is not config.n_inner (before the name-by-name comparison)."""
+    for names in shared_parameters(block):
+        owners = sorted({name.split(".")[0] for name in names})
+        if len(owners) > 1:
+            kind = type(getattr(block, owners[0], None)).__name__
+            raise Fail(
+                f"{' and '.join(owners)} are the same {kind} object: {', '.join(names)} are "
+                "one tensor.",
+                f"Each of {', '.join(owners)} has its own weights in the checkpoint: build "
+                f"each with its own {kind}(...) call instead of assigning one to the other.",
+            )
+    shape = parameter_shapes(block).get("mlp.c_fc.weight")
+    if shape and len(shape) == 2 and shape[1] == config.n_embd and shape[0] != config.n_inner:
+        field = config_field_of(config, shape[0])
+        raise Fail(
+            f"mlp.c_fc.weight has shape {list(shape)}: the MLP is {shape[0]} wide inside"
+            + (f" ({field})" if field else "")
+            + f"; GPT-2's MLP is config.n_inner = {config.n_inner} wide.",
+            "GPT2MLP(intermediate_size, config) takes its inner width first: the width "
+            "c_fc expands to, which the config holds as n_inner (4 * n_embd for GPT-2).",
+        )
+
+
 def build(ctx: Context, config=CONFIG):
     block = ctx.build("GPT2Block", config)
+    expect_own_parts(block, config)
     return block, ctx.load_weights(block, block_shapes(config))
 
 
@@ -31,20 +64,35 @@ def forward(ctx: Context) -> None:
     def mlp(h):
         return ref.mlp(w, h, "mlp.")
 
+    def halves(first, second):
+        """x through `first`, then `second`: each maps the stream to the next."""
+        return second(first(x))
+
     after_attn = x + attn(ln("ln_1", x))
     mistakes = {
         "Only the attention half runs: add the MLP sublayer, x + mlp(ln_2(x)).": after_attn,
         "Only the MLP half runs: the attention sublayer comes first.": x + mlp(ln("ln_2", x)),
-        "The MLP comes before attention; GPT-2 attends first.": (lambda h: h + attn(ln("ln_1", h)))(
-            x + mlp(ln("ln_2", x))
+        "The MLP comes before attention; GPT-2 attends first.": halves(
+            lambda h: h + mlp(ln("ln_2", h)), lambda h: h + attn(ln("ln_1", h))
         ),
-        "ln_1 and ln_2 are swapped: ln_1 feeds attention, ln_2 feeds the MLP.": (
-            lambda h: h + mlp(ln("ln_1", h))
-        )(x + attn(ln("ln_2", x))),
-        "The MLP reads the block's input x instead of the output of the attention half.": after_attn
-        + mlp(ln("ln_2", x)),
-        "The norms are applied after the additions (post-norm); GPT-2 is pre-norm.": ln(
-            "ln_2", (lambda h: h + mlp(h))(ln("ln_1", x + attn(x)))
+        "ln_1 and ln_2 are swapped: ln_1 feeds attention, ln_2 feeds the MLP.": halves(
+            lambda h: h + attn(ln("ln_2", h)), lambda h: h + mlp(ln("ln_1", h))
+        ),
+        "ln_2 normalizes both halves: the attention half reads ln_1(x).": halves(
+            lambda h: h + attn(ln("ln_2", h)), lambda h: h + mlp(ln("ln_2", h))
+        ),
+        "ln_1 normalizes both halves: the MLP half reads ln_2(h).": halves(
+            lambda h: h + attn(ln("ln_1", h)), lambda h: h + mlp(ln("ln_1", h))
+        ),
+        "The MLP reads the block's input x instead of the output of the attention half "
+        "(the two halves run in parallel); GPT-2 chains them.": after_attn + mlp(ln("ln_2", x)),
+        "The norms are applied after the additions (post-norm); GPT-2 is pre-norm.": halves(
+            lambda h: ln("ln_1", h + attn(h)), lambda h: ln("ln_2", h + mlp(h))
+        ),
+        "The attention half has no residual: its output replaces x instead of being added "
+        "to it.": halves(lambda h: attn(ln("ln_1", h)), lambda h: h + mlp(ln("ln_2", h))),
+        "The MLP half has no residual: its output replaces h instead of being added to it.": mlp(
+            ln("ln_2", after_attn)
         ),
     }
     out = ctx.call("GPT2Block.forward", block, tensor(x))
@@ -53,7 +101,8 @@ def forward(ctx: Context) -> None:
         ref.block(w, x, heads, eps),
         "GPT2Block(x)",
         mistakes,
-        hint="h = x + attn(ln_1(x)); return h + mlp(ln_2(h))",
+        hint="Two pre-norm residual halves in a row: attention with ln_1, then the MLP with "
+        "ln_2, the second reading what the first returns.",
     )
 
 
@@ -62,40 +111,160 @@ def uses_config_eps(ctx: Context) -> None:
     block, w = build(ctx, config)
     x = ctx.normal(1, 3, config.n_embd, std=0.1)
     expected = ref.block(w, x, config.n_head, 0.5)
+
+    def block_with(eps_1: float, eps_2: float):
+        def ln(name, h, eps):
+            return ref.layer_norm(h, w[f"{name}.weight"], w[f"{name}.bias"], eps)
+
+        h = x + ref.multi_head_attention(w, ln("ln_1", x, eps_1), config.n_head, "attn.")
+        return h + ref.mlp(w, ln("ln_2", h, eps_2), "mlp.")
+
     mistakes = {
-        "The layer norms ignore config.layer_norm_epsilon: pass eps=... to LayerNorm.": ref.block(
-            w, x, config.n_head, 1e-5
-        )
+        "The layer norms ignore config.layer_norm_epsilon: pass eps=... to LayerNorm.": (
+            block_with(1e-5, 1e-5)
+        ),
+        "ln_1 ignores config.layer_norm_epsilon (ln_2 uses it): pass eps=... to both "
+        "LayerNorms.": block_with(1e-5, 0.5),
+        "ln_2 ignores config.layer_norm_epsilon (ln_1 uses it): pass eps=... to both "
+        "LayerNorms.": block_with(0.5, 1e-5),
     }
     out = ctx.call("GPT2Block.forward", block, tensor(x))
     expect_close(out, expected, "GPT2Block(x) with layer_norm_epsilon=0.5", mistakes)
 
+
+# Hint ladders: what to look at; the API or the shapes; the line.
+INIT_LINES = (
+    "```python\nself.ln_1 = LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)\n"
+    "self.attn = GPT2MultiHeadAttention(config)\n"
+    "self.ln_2 = LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)\n"
+    "self.mlp = GPT2MLP(config.n_inner, config)\n```"
+)
+FORWARD_LINES = (
+    "```python\nhidden_states = pre_norm_residual(hidden_states, self.ln_1, self.attn)\n"
+    "return pre_norm_residual(hidden_states, self.ln_2, self.mlp)\n```"
+)
+SUBLAYER_RUNG = (
+    "`pre_norm_residual(x, norm, sublayer)` from step 10 does one half: pass it the stream, "
+    "the half's layer norm *module* and its sublayer *module* (not their outputs). The "
+    "second call takes what the first returns."
+)
+
+PARAMETERS_HINTS = {
+    "same layernorm object": (
+        "`ln_1` and `ln_2` are one object under two names. They hold different learned "
+        "weights in the checkpoint, so loading would write both sets into one tensor.",
+        "Each `LayerNorm(dim, *, eps=...)` call makes a new module with its own weight and "
+        "bias: make one call per norm.",
+        INIT_LINES,
+    ),
+    "wide inside": (
+        "The MLP has the wrong inner width. It widens each position to `n_inner` features "
+        "and back; the config holds that width.",
+        "`GPT2MLP(intermediate_size, config)` from step 04: the first argument is the inner "
+        "width, `config.n_inner` (step 01 fills it in as `4 * n_embd`).",
+        INIT_LINES,
+    ),
+    "": (
+        "Four parts, named as in the checkpoint: `ln_1`, `attn`, `ln_2`, `mlp`. The message "
+        "lists the names or shapes that differ; a part under another name is *missing* under "
+        "its own.",
+        "`LayerNorm(dim, *, eps=...)` (step 03) with the model's width; the attention of step "
+        "09 takes the config; `GPT2MLP(intermediate_size, config)` (step 04) with the "
+        "config's inner width.",
+        INIT_LINES,
+    ),
+}
+
+FORWARD_HINTS = {
+    "only the": (
+        "Only one of the two halves runs. A block is attention, *then* the MLP, each wrapped "
+        "as a pre-norm residual.",
+        SUBLAYER_RUNG,
+        FORWARD_LINES,
+    ),
+    "before attention": (
+        "The halves run in the wrong order. Attention comes first: it gathers information "
+        "from the other positions, and the MLP then works on what was gathered.",
+        SUBLAYER_RUNG,
+        FORWARD_LINES,
+    ),
+    "ln_1 and ln_2 are swapped": (
+        "Each half has its own norm: `ln_1` belongs to attention, `ln_2` to the MLP. The "
+        "checkpoint's weights are trained that way.",
+        SUBLAYER_RUNG,
+        FORWARD_LINES,
+    ),
+    "normalizes both": (
+        "One layer norm serves both halves. `ln_1` feeds the attention, `ln_2` the MLP; each "
+        "is used once.",
+        SUBLAYER_RUNG,
+        FORWARD_LINES,
+    ),
+    "instead of the output": (
+        "The halves run side by side instead of one after the other. The MLP reads the "
+        "stream *after* attention has added to it.",
+        SUBLAYER_RUNG,
+        FORWARD_LINES,
+    ),
+    "post-norm": (
+        "The norms sit on the stream, after the additions. GPT-2 is pre-norm: each norm "
+        "feeds only its sublayer (step 10).",
+        SUBLAYER_RUNG,
+        FORWARD_LINES,
+    ),
+    "no residual": (
+        "One half replaces the stream instead of adding to it. Both halves are residual: "
+        "stream plus correction.",
+        SUBLAYER_RUNG,
+        FORWARD_LINES,
+    ),
+    "": (
+        "A block is two pre-norm residual halves in a row: attention with `ln_1`, then the "
+        "MLP with `ln_2`. The page's figure draws the data flow.",
+        SUBLAYER_RUNG,
+        FORWARD_LINES,
+    ),
+}
+
+EPS_HINTS = (
+    "A layer norm uses its default epsilon instead of the config's. The check sets "
+    "`layer_norm_epsilon` to 0.5 so that the difference shows.",
+    "`LayerNorm(dim, *, eps=1e-5)`: `eps` is keyword-only and defaults to 1e-5; pass the "
+    "config's value to both norms.",
+    INIT_LINES,
+)
 
 STEP = Step(
     number=11,
     title="The transformer block",
     required={"GPT2Block": ["__init__", "forward"]},
     checks=[
-        Check("ln_1, attn, ln_2, mlp named and shaped like GPT-2's", parameters),
-        Check("forward: x + attn(ln_1(x)), then + mlp(ln_2(.))", forward),
-        Check("the layer norms use config.layer_norm_epsilon", uses_config_eps),
+        Check("ln_1, attn, ln_2, mlp named and shaped like GPT-2's", parameters, PARAMETERS_HINTS),
+        Check("forward: x + attn(ln_1(x)), then + mlp(ln_2(.))", forward, FORWARD_HINTS),
+        Check("the layer norms use config.layer_norm_epsilon", uses_config_eps, EPS_HINTS),
     ],
 )
 
 # Plausible learner mistakes: each must fail a check whose message or hint
 # contains `expect` (tests/test_checkers.py; the edits apply to the solution).
+ATTN_HALF = "hidden_states = pre_norm_residual(hidden_states, self.ln_1, self.attn)"
+MLP_HALF = "return pre_norm_residual(hidden_states, self.ln_2, self.mlp)"
+LN_2 = "self.ln_2 = LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)"
 MISTAKES = [
+    m("no MLP half", MLP_HALF, "return hidden_states", "Only the attention half"),
     m(
-        "no MLP half",
-        "return pre_norm_residual(hidden_states, self.ln_2, self.mlp)",
-        "return hidden_states",
-        "Only the attention half",
-    ),
-    m(
-        "norms swapped",
+        "ln_2 for both halves",
         "pre_norm_residual(hidden_states, self.ln_1, self.attn)",
         "pre_norm_residual(hidden_states, self.ln_2, self.attn)",
-        "wrong values",
+        "ln_2 normalizes both halves",
+    ),
+    Mutant(
+        "norms swapped",
+        (
+            (ATTN_HALF, "hidden_states = pre_norm_residual(hidden_states, self.ln_2, self.attn)"),
+            (MLP_HALF, "return pre_norm_residual(hidden_states, self.ln_1, self.mlp)"),
+        ),
+        "ln_1 and ln_2 are swapped",
     ),
     m(
         "default eps",
@@ -103,21 +272,19 @@ MISTAKES = [
         "self.ln_1 = LayerNorm(config.n_embd)",
         "layer_norm_epsilon",
     ),
+    m("ln_2 default eps", LN_2, "self.ln_2 = LayerNorm(config.n_embd)", "ln_2 ignores"),
     m(
         "MLP width n_embd",
         "GPT2MLP(config.n_inner, config)",
         "GPT2MLP(config.n_embd, config)",
-        "mlp.c_fc.weight",
+        "the MLP is 64 wide inside (config.n_embd)",
     ),
     Mutant(
         "MLP first",
         (
+            ("        " + ATTN_HALF + "\n", ""),
             (
-                "        hidden_states = pre_norm_residual(hidden_states, self.ln_1, self.attn)\n",
-                "",
-            ),
-            (
-                "return pre_norm_residual(hidden_states, self.ln_2, self.mlp)",
+                MLP_HALF,
                 "hidden_states = pre_norm_residual(hidden_states, self.ln_2, self.mlp)\n"
                 "        return pre_norm_residual(hidden_states, self.ln_1, self.attn)",
             ),
@@ -125,4 +292,38 @@ MISTAKES = [
         "MLP comes before attention",
     ),
     m("renamed attention", "self.attn = ", "self.attention = ", "parameter names"),
+    m("one shared layer norm", LN_2, "self.ln_2 = self.ln_1", "same LayerNorm object"),
+    Mutant(
+        "post-norm",
+        (
+            (ATTN_HALF, "hidden_states = self.ln_1(hidden_states + self.attn(hidden_states))"),
+            (MLP_HALF, "return self.ln_2(hidden_states + self.mlp(hidden_states))"),
+        ),
+        "post-norm",
+    ),
+    m(
+        "no residual around attention",
+        ATTN_HALF,
+        "hidden_states = self.attn(self.ln_1(hidden_states))",
+        "attention half has no residual",
+    ),
+    m(
+        "no residual around the MLP",
+        MLP_HALF,
+        "return self.mlp(self.ln_2(hidden_states))",
+        "MLP half has no residual",
+    ),
+    Mutant(
+        "halves in parallel",
+        (
+            ("        " + ATTN_HALF + "\n", ""),
+            (
+                MLP_HALF,
+                "return (\n            hidden_states\n"
+                "            + self.attn(self.ln_1(hidden_states))\n"
+                "            + self.mlp(self.ln_2(hidden_states))\n        )",
+            ),
+        ),
+        "instead of the output of the attention half",
+    ),
 ]
