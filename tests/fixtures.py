@@ -144,7 +144,7 @@ def run_tool(module: str, *args: str, timeout: float, **env: str):
     import subprocess
     import sys
 
-    from tools import max_runtime
+    from common import max_runtime
 
     return subprocess.run(
         [sys.executable, "-m", module, *args],

@@ -13,10 +13,11 @@ import torch
 from max.driver import CPU, accelerator_count
 from max.dtype import DType
 
+from common import max_runtime
+from fast import gpt2 as fast_gpt2
 from solutions.solution_15 import load_pretrained
 from tests.checker.compare import close
 from tests.fixtures import hf_model, write_checkpoint
-from tools import fast_gpt2, max_runtime
 
 pytestmark = pytest.mark.skipif(
     accelerator_count() == 0, reason="MAX sees no accelerator on this machine"

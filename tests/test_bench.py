@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tools import bench, llama_peer, max_runtime
+from common import max_runtime
+from common.steps import REPO
+from devtools import bench, llama_peer
 
-REPO = Path(__file__).resolve().parents[1]
 TINY = '{"vocab_size": 300, "n_positions": 64, "n_embd": 64, "n_layer": 2, "n_head": 4}'
 
 
@@ -143,7 +144,7 @@ def test_smoke_run_on_a_tiny_model(tmp_path: Path) -> None:
     JSON has every figure (the values are not asserted: they are timings)."""
     out = tmp_path / "out.json"
     result = subprocess.run(
-        [sys.executable, "-m", "tools.bench", "--config", TINY, "--lengths", "2", "4",
+        [sys.executable, "-m", "devtools.bench", "--config", TINY, "--lengths", "2", "4",
          "--repeats", "2", "--prefill-length", "32", "--no-cache-max", "2",
          "--bandwidth-repeats", "1", "--bandwidth-sizes", "16", "--device", "cpu",
          "--out", str(tmp_path / "book"), "--json", str(out)],

@@ -26,10 +26,10 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 
 import pytest
 
+from common import max_runtime
+from common.steps import REPO
 from tests.test_book import DOCS, mdbook_binary
-from tools import max_runtime
 
-REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
 INSTALL = "apt-get update && apt-get install -y chromium"
 CHROMIUM_FLAGS = [

@@ -1,7 +1,7 @@
 """The checker output shown in the book is what the checker prints today.
 
 Step pages include docs/src/outputs/step_NN-{skeleton,solution}.txt, which
-tools/book_outputs.py generates by running the checker. These tests generate
+devtools/book_outputs.py generates by running the checker. These tests generate
 them afresh and fail, naming the command to run, when a committed file is stale.
 """
 
@@ -11,15 +11,15 @@ import difflib
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from common import max_runtime, steps
+from common.steps import REPO
+from devtools import book_outputs
 from tests import check
 from tests.test_book import FENCE, INCLUDE, include_target
-from tools import book_outputs, max_runtime
 
-REPO = Path(__file__).resolve().parents[1]
 REGENERATE = f"run `{book_outputs.COMMAND}` and commit docs/src/outputs/"
 TIMING = re.compile(r"\(\d+\.\d s\)")
 
@@ -29,7 +29,7 @@ def fresh(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """The outputs as generated now: one process runs the checker for every step."""
     dest = tmp_path_factory.mktemp("outputs")
     result = subprocess.run(
-        [sys.executable, "-m", "tools.book_outputs", "--dest", str(dest)],
+        [sys.executable, "-m", "devtools.book_outputs", "--dest", str(dest)],
         cwd=REPO,
         env=max_runtime.child_env(CHECK_PLAIN="1"),
         capture_output=True,
@@ -42,15 +42,14 @@ def fresh(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 def test_every_book_step_has_both_outputs(fresh: dict[str, str]) -> None:
-    steps = book_outputs.book_steps()
-    assert steps, "no step pages found in docs/src"
-    expected = {book_outputs.file_name(n, kind) for n in steps for kind in book_outputs.KINDS}
+    numbers = steps.numbers()
+    expected = {book_outputs.file_name(n, kind) for n in numbers for kind in book_outputs.KINDS}
     assert set(fresh) == expected | {"example-mistake.txt"}
 
 
 def test_introduction_shows_a_real_mistake(fresh: dict[str, str]) -> None:
     """The introduction's failing example is the checker's output on a mutant
-    from tests/mutants.py, so it names the mistake as the checker really does."""
+    from tests/mistakes.py, so it names the mistake as the checker really does."""
     example = fresh["example-mistake.txt"]
     assert "(steps/step_02.py)" in example.splitlines()[0]
     assert "❌" in example and "Hint: The mask is inverted" in example
@@ -96,7 +95,7 @@ def test_outputs_are_plain(fresh: dict[str, str]) -> None:
 
 
 def test_skeleton_fails_and_solution_passes(fresh: dict[str, str]) -> None:
-    for number in book_outputs.book_steps():
+    for number in steps.numbers():
         skeleton = fresh[book_outputs.file_name(number, "skeleton")]
         solution = fresh[book_outputs.file_name(number, "solution")]
         assert f"(steps/step_{number:02d}.py)" in skeleton.splitlines()[0]
@@ -105,7 +104,7 @@ def test_skeleton_fails_and_solution_passes(fresh: dict[str, str]) -> None:
         assert f"Step {number:02d} passes:" in solution and "❌" not in solution
 
 
-@pytest.mark.parametrize("number", book_outputs.book_steps(), ids=lambda n: f"step_{n:02d}")
+@pytest.mark.parametrize("number", steps.numbers(), ids=lambda n: f"step_{n:02d}")
 def test_step_page_shows_both_outputs(number: int) -> None:
     page = book_outputs.PAGES / f"step_{number:02d}.md"
     text = page.read_text(encoding="utf-8")
@@ -125,7 +124,7 @@ def test_step_page_shows_both_outputs(number: int) -> None:
 
 def test_check_plain_switch(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
     """CHECK_PLAIN=1 drops the timing the summary line otherwise ends with."""
-    skeleton = check.step_file(1, solutions=False)  # fails before MAX runs: instant
+    skeleton = steps.step(1).skeleton  # fails before MAX runs: instant
     monkeypatch.delenv("CHECK_PLAIN", raising=False)
     check.check_one(1, skeleton)
     assert TIMING.search(capsys.readouterr().out)

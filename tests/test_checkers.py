@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.check import available_steps, load_spec, step_file
+from common import max_runtime, steps
+from common.steps import REPO
+from tests.check import load_spec
 from tests.checker import Outcome, run_step
-from tests.checker.learner import MAX_CAUSE_LINES
-from tests.mutants import Mutant, apply, mistakes
-from tools import max_runtime
+from tests.checker.learner_code import MAX_CAUSE_LINES
+from tests.mistakes import Mutant, apply, mistakes
 
-REPO = Path(__file__).resolve().parents[1]
-STEPS = available_steps()
+STEPS = steps.numbers()
 max_runtime.prepare()
 
 
@@ -28,19 +28,19 @@ def failures(outcomes: list[Outcome]) -> list[Outcome]:
 
 def mutate(number: int, mutant: Mutant, directory: Path) -> Path:
     path = directory / f"solution_{number:02d}.py"
-    path.write_text(apply(mutant, step_file(number, solutions=True).read_text()))
+    path.write_text(apply(mutant, steps.step(number).solution.read_text()))
     return path
 
 
 @pytest.mark.parametrize("number", STEPS)
 def test_solution_passes(number: int) -> None:
-    outcomes = run_step(load_spec(number), step_file(number, solutions=True))
+    outcomes = run_step(load_spec(number), steps.step(number).solution)
     assert not failures(outcomes), failures(outcomes)
 
 
 @pytest.mark.parametrize("number", STEPS)
 def test_skeleton_fails_with_a_hint(number: int) -> None:
-    outcomes = run_step(load_spec(number), step_file(number, solutions=False))
+    outcomes = run_step(load_spec(number), steps.step(number).skeleton)
     failed = failures(outcomes)
     assert failed and failed[0].hint, outcomes
 
@@ -120,7 +120,7 @@ def test_all_solutions_pass() -> None:
 def learner_file(directory: Path, number: int, old: str, new: str) -> Path:
     """The solution of step `number` with one edit, as a learner's file."""
     path = directory / f"step_{number:02d}.py"
-    source = step_file(number, solutions=True).read_text()
+    source = steps.step(number).solution.read_text()
     assert source.count(old) == 1
     path.write_text(source.replace(old, new))
     return path
@@ -226,12 +226,11 @@ def test_memory_runaway_is_stopped(tmp_path: Path) -> None:
 
 def test_check_all_goes_on_after_a_crash(tmp_path: Path) -> None:
     """A crash ends its step's worker; the next step gets a fresh one."""
-    from tests import check
-    from tests.checker.isolate import Worker
+    from tests.checker.isolate import CheckProcess
 
     crashing = learner_does(tmp_path, "import os", "os.abort()")
-    with Worker(quiet=True) as worker:
+    with CheckProcess(quiet=True) as worker:
         _, crashed = worker.run_step(1, crashing)
-        _, fine = worker.run_step(2, check.step_file(2, solutions=True))
+        _, fine = worker.run_step(2, steps.step(2).solution)
     assert failures(crashed) and "SIGABRT" in failures(crashed)[0].message
     assert not failures(fine), fine

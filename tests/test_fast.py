@@ -1,4 +1,4 @@
-"""tools/fast_gpt2.py against the tutorial model: the same logits within float32
+"""fast/gpt2.py against the tutorial model: the same logits within float32
 tolerance, the same greedy tokens, and bfloat16 close to float32 (a stated
 tolerance, and a greedy agreement rate measured over several prompts)."""
 
@@ -9,11 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from common import max_runtime
+from fast import gpt2 as fast_gpt2
 from solutions.solution_14 import generate_tokens
 from solutions.solution_15 import load_pretrained
 from tests.checker.compare import close
 from tests.fixtures import hf_model, write_checkpoint
-from tools import fast_gpt2, max_runtime
 
 max_runtime.prepare()
 PROMPT = [5, 17, 3, 88, 41, 2, 9, 250, 77, 1]

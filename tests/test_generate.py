@@ -33,7 +33,7 @@ def assert_clean_error(result: subprocess.CompletedProcess[str], code: int, phra
 
 @pytest.mark.parametrize(
     ("engine", "flags"),
-    [("tools/fast_gpt2", []), ("step 17", ["--step17"])],
+    [("fast/gpt2.py", []), ("step 17", ["--step17"])],
     ids=["fast", "step17"],
 )
 def test_greedy_output_is_transformers_greedy(checkpoint, engine: str, flags: list[str]) -> None:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from common import max_runtime
 from solutions.solution_17 import CachedGPT2LMHeadModel, compile_cached, generate_cached
 from tests import reference as ref
 from tests.checker import Context
 from tests.specs.common import small_config, tied_lm_weights
-from tools import max_runtime
 
 max_runtime.prepare()
 CONFIG = small_config(n_layer=2, n_positions=32)

@@ -14,14 +14,15 @@ from pathlib import Path
 
 import pytest
 
+from common import steps
 from tests import test_learn
-from tests.check import available_steps, load_spec
+from tests.check import load_spec
 from tests.checker import Check
 from tests.test_learn import learn_cli, step
 from tests.test_pages_teach import leaks, learner_lines
 from tools import learn
 
-STEPS = available_steps()
+STEPS = steps.numbers()
 # A committed copy of the tutorial per test, as in tests/test_learn.py.
 pristine_repo = test_learn.pristine_repo
 repo = test_learn.repo

@@ -22,11 +22,12 @@ from pathlib import Path
 
 import pytest
 
+from common import max_runtime, steps
+from common.steps import REPO
 from tests.checker import memo
-from tools import learn, max_runtime
+from tools import learn
 
-REPO = Path(__file__).resolve().parents[1]
-COPIED = ("steps", "solutions", "tests", "tools", "pyproject.toml")
+COPIED = ("common", "steps", "solutions", "tests", "tools", "pyproject.toml")
 GIT_ENV = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
 TIMEOUT = 120
 
@@ -58,7 +59,7 @@ def pristine_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
             shutil.copytree(source, root / name, ignore=ignore)
         else:
             shutil.copy2(source, root / name)
-    for number in learn.all_steps():  # this checkout's steps may be filled in
+    for number in steps.numbers():  # this checkout's steps may be filled in
         skeleton = learn.pristine_skeleton(number)
         if skeleton is not None:
             (root / "steps" / f"step_{number:02d}.py").write_text(skeleton)
@@ -127,8 +128,8 @@ def test_status_of_a_fresh_clone(repo: Path) -> None:
     result = learn_cli(repo, "status")
     assert result.returncode == 0, result.stderr
     assert set(states(result.stdout).values()) == {learn.NOT_STARTED}
-    assert len(states(result.stdout)) == len(learn.all_steps())
-    assert f"0/{len(learn.all_steps())}" in result.stdout and "Next: step 01" in result.stdout
+    assert len(states(result.stdout)) == len(steps.numbers())
+    assert f"0/{len(steps.numbers())}" in result.stdout and "Next: step 01" in result.stdout
 
 
 def test_status_tells_done_in_progress_and_not_started_apart(repo: Path) -> None:
@@ -144,7 +145,7 @@ def test_status_tells_done_in_progress_and_not_started_apart(repo: Path) -> None
     assert found[1] == learn.DONE
     assert found[2] == found[3] == found[10] == learn.IN_PROGRESS
     assert found[4] == learn.NOT_STARTED and found[5] == learn.MISSING
-    assert f"1/{len(learn.all_steps())}" in result.stdout and "Next: step 02" in result.stdout
+    assert f"1/{len(steps.numbers())}" in result.stdout and "Next: step 02" in result.stdout
 
 
 def test_committed_work_is_not_taken_for_the_skeleton(repo: Path) -> None:
@@ -230,7 +231,7 @@ def test_reset_without_git_says_why_and_changes_nothing(repo: Path) -> None:
 # -- hints ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("number", learn.all_steps())
+@pytest.mark.parametrize("number", steps.numbers())
 def test_every_step_has_three_tiers_of_hints(number: int) -> None:
     tiers = learn.load_hints(number)
     assert len(tiers) == 3, f"steps/hints/step_{number:02d}.md needs 3 tiers separated by ---"

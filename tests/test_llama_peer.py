@@ -1,4 +1,4 @@
-"""llama.cpp as a benchmark peer (tools/llama_peer.py): our GGUF file of a
+"""llama.cpp as a benchmark peer (devtools/llama_peer.py): our GGUF file of a
 local checkpoint decodes, in llama.cpp, to transformers' greedy tokens.
 
 Runs when the `peers` extra is installed (`pip install -e ".[peers]"`), and
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from devtools import bench, llama_peer
 from tests.fixtures import hf_model, write_checkpoint
-from tools import bench, llama_peer
 
 REASON = llama_peer.missing()
 needs_llama = pytest.mark.skipif(REASON is not None, reason=REASON or "")

@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tools import max_runtime
+from common import max_runtime
+from common.steps import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 SOLUTIONS = sorted((REPO / "solutions").glob("solution_[0-9][0-9].py"))
 max_runtime.prepare()
 

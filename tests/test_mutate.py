@@ -1,28 +1,27 @@
-"""tools/mutate.py: it mutates only what the learner writes, with every kind of
+"""devtools/mutate.py: it mutates only what the learner writes, with every kind of
 change the issue asks for, its equivalents file is current, and a fixed
-sample of mutants is killed (the full run: `python -m tools.mutate`)."""
+sample of mutants is killed (the full run: `python -m devtools.mutate`)."""
 
 from __future__ import annotations
 
 import difflib
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from tests.check import available_steps, step_file
-from tools import max_runtime, mutate
+from common import max_runtime, steps
+from common.steps import REPO
+from devtools import mutate
 
-REPO = Path(__file__).resolve().parents[1]
-STEPS = [n for n in available_steps() if step_file(n, solutions=False).is_file()]
+STEPS = [n for n in steps.numbers() if steps.step(n).skeleton.is_file()]
 SAMPLE = 3  # mutants per step in this test, the same ones every run
 
 
 @pytest.mark.parametrize("number", STEPS)
 def test_mutants_change_only_learner_lines(number: int) -> None:
     lines = mutate.learner_lines(number)
-    solution = step_file(number, solutions=True).read_text().splitlines()
+    solution = steps.step(number).solution.read_text().splitlines()
     found = mutate.mutants(number)
     assert found, f"no mutant for step {number:02d}"
     for mutant in found:
@@ -36,7 +35,7 @@ def test_mutants_change_only_learner_lines(number: int) -> None:
 
 
 def test_learner_lines_are_the_todo_blocks() -> None:
-    solution = step_file(14, solutions=True).read_text().splitlines()
+    solution = steps.step(14).solution.read_text().splitlines()
     lines = mutate.learner_lines(14)
 
     def line_of(text: str) -> int:
@@ -78,7 +77,7 @@ def test_equivalents_name_existing_mutants_with_a_reason() -> None:
 
 def test_a_fixed_sample_of_mutants_is_killed() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "tools.mutate", "--sample", str(SAMPLE)],
+        [sys.executable, "-m", "devtools.mutate", "--sample", str(SAMPLE)],
         cwd=REPO,
         env=max_runtime.child_env(),
         capture_output=True,

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.check import available_steps, step_file
+from common import steps
+from common.steps import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 PAGES = REPO / "docs" / "src"
-STEPS = available_steps()
+STEPS = steps.numbers()
 
 
 MIN_LINE = 12  # shorter lines (`return x`, `x = x + y`) say nothing a page must hide
@@ -54,9 +54,7 @@ def code_lines(path: Path) -> set[str]:
 
 def learner_lines(number: int) -> set[str]:
     """What the learner writes in step `number`: lines and long right-hand sides."""
-    written = code_lines(step_file(number, solutions=True)) - code_lines(
-        step_file(number, solutions=False)
-    )
+    written = code_lines(steps.step(number).solution) - code_lines(steps.step(number).skeleton)
     answers = set()
     for line in written:
         if len(line) >= MIN_LINE:
@@ -89,7 +87,7 @@ def unfolded(page: Path) -> str:
 
 
 def skeleton_comments(number: int) -> str:
-    text = step_file(number, solutions=False).read_text(encoding="utf-8")
+    text = steps.step(number).skeleton.read_text(encoding="utf-8")
     comments = [
         token.string
         for token in tokenize.generate_tokens(io.StringIO(text).readline)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from common import max_runtime
 from solutions.solution_13 import MaxGPT2LMHeadModel
 from solutions.solution_14 import generate_tokens
 from solutions.solution_15 import (
@@ -22,7 +23,6 @@ from solutions.solution_15 import (
 from tests import reference as ref
 from tests.checker.compare import close
 from tests.fixtures import hf_model, write_checkpoint
-from tools import max_runtime
 
 max_runtime.prepare()
 PROMPT = [5, 17, 3, 88, 41, 2, 9, 250, 77, 1]

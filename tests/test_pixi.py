@@ -21,9 +21,9 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-from tools import max_runtime
+from common import max_runtime
+from common.steps import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO.parent / "shared" / "pixi-manifest.schema.json"
 BIN = Path(sys.executable).parent  # not resolved: a venv's bin/ is a symlink farm
 TIMEOUT = 60
@@ -281,7 +281,7 @@ def test_learner_loop_tasks_run_tools_learn() -> None:
 def test_bench_task_runs_the_benchmark() -> None:
     """The benchmark takes minutes and measures, so it is not run here; its
     command must be the module, and `--help` must work."""
-    assert tasks()["bench"][1] == "python -m tools.bench"
+    assert tasks()["bench"][1] == "python -m devtools.bench"
     result = run_task("bench", "--help")
     assert result.returncode == 0, explain(result)
     assert "transformers" in result.stdout

@@ -26,12 +26,12 @@ pytest.importorskip("max.serve", reason="needs max[serve]")
 openai = pytest.importorskip("openai", reason="needs the openai client")
 psutil = pytest.importorskip("psutil")
 
+from common import max_runtime  # noqa: E402
+from common.steps import REPO  # noqa: E402
 from tests.fixtures import hf_model, run_tool, write_checkpoint  # noqa: E402
-from tools import max_runtime  # noqa: E402
 from tools.generate import Tokenizer  # noqa: E402
 from tools.serve import SERVED_NAME  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
 STARTUP_SECONDS = 1500  # a cold kernel cache compiles the paged-attention kernels
 REQUEST_SECONDS = 120
 CONTEXT = 64  # the checkpoint's n_positions

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.check import available_steps, step_file
+from common import steps
 from tests.checker import source
 
-STEPS = available_steps()
+STEPS = steps.numbers()
 
 
 def body_lines(path: Path) -> tuple[list[str], int]:
@@ -30,9 +30,9 @@ def body_lines(path: Path) -> tuple[list[str], int]:
 
 @pytest.mark.parametrize("number", STEPS)
 def test_skeleton_differs_only_inside_todo_blocks(number: int) -> None:
-    skeleton_path = step_file(number, solutions=False)
+    skeleton_path = steps.step(number).skeleton
     skeleton, offset = body_lines(skeleton_path)
-    solution, _ = body_lines(step_file(number, solutions=True))
+    solution, _ = body_lines(steps.step(number).solution)
     regions = source.todo_regions(skeleton_path.read_text())
     assert regions, "a skeleton needs at least one TODO block"
 
@@ -55,7 +55,7 @@ def test_skeleton_differs_only_inside_todo_blocks(number: int) -> None:
 
 @pytest.mark.parametrize("number", STEPS)
 def test_every_todo_block_has_a_placeholder(number: int) -> None:
-    path = step_file(number, solutions=False)
+    path = steps.step(number).skeleton
     blanks = {p.todo_line for p in source.placeholders(path, ast.parse(path.read_text()))}
     for start, _, title in source.todo_regions(path.read_text()):
         assert start in blanks, f"step_{number:02d}.py:{start}: {title!r} has no None placeholder"
@@ -63,7 +63,7 @@ def test_every_todo_block_has_a_placeholder(number: int) -> None:
 
 @pytest.mark.parametrize("number", STEPS)
 def test_skeleton_says_how_to_run_its_check(number: int) -> None:
-    docstring = ast.get_docstring(ast.parse(step_file(number, solutions=False).read_text()))
+    docstring = ast.get_docstring(ast.parse(steps.step(number).skeleton.read_text()))
     assert (
         f"pixi run s{number:02d}" in docstring
         and f"python -m tests.check {number:02d}" in docstring

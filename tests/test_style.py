@@ -4,7 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from common.steps import REPO
+
 RUFF = Path(sys.executable).parent / "ruff"
 
 

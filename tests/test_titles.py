@@ -1,20 +1,18 @@
-"""A step has one title: the checker's header and `status` (the spec's
-`title=`), the book's heading and table of contents, pixi's task description
-and the README's table all say the same words."""
+"""A step has one title, in common/steps.py: the checker's header and
+`status` read it there, and the book's heading and table of contents, pixi's
+task description and the README's table say the same words."""
 
 from __future__ import annotations
 
 import re
 import tomllib
-from pathlib import Path
 
 import pytest
 
-from tests.check import available_steps, spec_title
-from tools import learn
+from common import steps
+from common.steps import REPO
 
-REPO = Path(__file__).resolve().parents[1]
-STEPS = available_steps()
+STEPS = steps.numbers()
 
 
 def plain(text: str) -> str:
@@ -52,8 +50,7 @@ def readme_row(number: int) -> str:
 
 @pytest.mark.parametrize("number", STEPS)
 def test_one_title_everywhere(number: int) -> None:
-    title = spec_title(number)
-    assert title == learn.title(number)
+    title = steps.step(number).title
     said = {
         "the book's heading": heading(number),
         "the book's contents": contents_entry(number),
@@ -61,4 +58,4 @@ def test_one_title_everywhere(number: int) -> None:
         "the README": readme_row(number),
     }
     differ = {where: text for where, text in said.items() if text != title}
-    assert not differ, f"step {number:02d} is titled {title!r} by its spec, but {differ}"
+    assert not differ, f"step {number:02d} is titled {title!r} in common/steps.py, but {differ}"

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tools import max_runtime
+from common import max_runtime
+from common.steps import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 EXPERIMENTS = sorted(p for p in (REPO / "steps" / "try_it").glob("step_*.py"))
 
 

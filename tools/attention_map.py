@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from tools import max_runtime
-from tools.cli import Failure, UsageError, exit_status
-from tools.figures import INK, MASKED, MONO, MUTED, SANS, document, num, text
+from common import max_runtime
+from common.cli import Failure, UsageError, exit_status
+from common.svg import INK, MASKED, MONO, MUTED, SANS, document, num, text
 
 CHECKPOINT_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 # A sequential white-to-blue scale: weight 0 is white, weight 1 dark blue.

@@ -14,8 +14,8 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from tools import max_runtime
-from tools.cli import Failure, UsageError, exit_status, progress
+from common import max_runtime, steps
+from common.cli import Failure, UsageError, exit_status, progress
 
 DEFAULT_MODEL = "openai-community/gpt2"
 CHECKPOINT_FILES = [
@@ -26,7 +26,7 @@ CHECKPOINT_FILES = [
     "merges.txt",
 ]
 MAX_NEW_TOKENS = 1024  # more than this from a 1024-token model is a typo
-# The flags that run the tutorial's own model (CPU, float32) instead of tools/fast_gpt2.
+# The flags that run the tutorial's own model (CPU, float32) instead of fast/gpt2.py.
 TUTORIAL_FLAGS = {"--eager": "eager", "--steps": "steps", "--step17": "step17"}
 
 
@@ -62,7 +62,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--eager",
         action="store_true",
         help="run eagerly, recomputing the whole sequence for every token (slow); by default "
-        "the model is compiled and keeps a KV cache (tools/fast_gpt2)",
+        "the model is compiled and keeps a KV cache (fast/gpt2.py)",
     )
     parser.add_argument(
         "--device",
@@ -79,7 +79,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--step17",
         action="store_true",
-        help="decode with step 17's compiled model and KV cache instead of tools/fast_gpt2 "
+        help="decode with step 17's compiled model and KV cache instead of fast/gpt2.py "
         "(the CPU, float32)",
     )
     return parser.parse_args(argv)
@@ -169,13 +169,14 @@ def code_modules(use_steps: bool):
     from tests.checker import source
 
     modules = []
-    for number in (13, 14):
-        path = Path(__file__).resolve().parents[1] / "steps" / f"step_{number}.py"
+    for record in (steps.step(13), steps.step(14)):
+        path = record.skeleton
         if source.placeholders(path, source.parse(path)):
             raise Failure(
-                f"{path.name} still has placeholders: finish it (`pixi run s{number}`) or drop --steps."
+                f"{path.name} still has placeholders: finish it (`pixi run {record.task}`) or "
+                "drop --steps."
             )
-        modules.append(importlib.import_module(f"steps.step_{number}"))
+        modules.append(importlib.import_module(record.module))
     return tuple(modules)
 
 
@@ -208,11 +209,11 @@ def eager_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str], o
 
 
 def compiled_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str], object]:
-    """The compiled model with a KV cache: tools/fast_gpt2 (a cache written
+    """The compiled model with a KV cache: fast/gpt2.py (a cache written
     in place, our kernels on the CPU, any device and dtype), or step 17's
     with --step17."""
+    from fast import gpt2 as fast_gpt2
     from solutions.solution_14 import decode_stream
-    from tools import fast_gpt2
 
     try:
         device = fast_gpt2.device_from_name(args.device or fast_gpt2.default_device_name())
@@ -229,7 +230,7 @@ def compiled_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str]
 
         model, config = load_model(directory, CachedGPT2LMHeadModel)
     check_fits(args, tokenizer, config, cached=True)
-    engine = "tools/fast_gpt2" if fast else "step 17"
+    engine = "fast/gpt2.py" if fast else "step 17"
     prompt_ids = tokenizer.encode(args.prompt)
     what = f"compiling the model ({engine}, {args.dtype} on {device.label})"
     with progress(what, note="the first time on a machine: a few minutes; then seconds"):

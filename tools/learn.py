@@ -23,7 +23,6 @@ download), "not started" falls back to that same test on the file itself, and
 from __future__ import annotations
 
 import argparse
-import ast
 import atexit
 import contextlib
 import functools
@@ -38,22 +37,22 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, NoReturn, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from tools import max_runtime
+from common import max_runtime, steps
+from common.cli import ArgumentParser, Failure, UsageError, exit_status
+from common.steps import REPO
 
 if TYPE_CHECKING:
     from tests.checker.source import Placeholder
 
-REPO = Path(__file__).resolve().parents[1]
 STATE_FILE = REPO / ".learn_state.json"
 BACKUPS = REPO / ".backups"
-HINTS = REPO / "steps" / "hints"
 HISTORY_DEPTH = 50  # commits of a step file searched for its skeleton
 PROG = "python -m tools.learn"
 
@@ -64,14 +63,6 @@ CLEAR_SCREEN = "\033[2J\033[3J\033[H"
 T = TypeVar("T")
 
 
-class UsageError(Exception):
-    """The command line is wrong: exit status 2."""
-
-
-class LearnError(Exception):
-    """Something the learner can fix is in the way: exit status 1."""
-
-
 # -- the checker, imported on demand (doctor must run without NumPy) ---------
 
 
@@ -80,7 +71,7 @@ def checker() -> ModuleType:
     try:
         import tests.check as check
     except ImportError as error:
-        raise LearnError(
+        raise Failure(
             f"cannot load the checker ({error}); {learn_command('doctor')} says what is missing."
         ) from None
     return check
@@ -95,37 +86,14 @@ def source() -> ModuleType:
 
 
 def parse_step(text: str) -> int:
-    check = checker()
     try:
-        return check.parse_step(text)
-    except check.UsageError as error:
-        raise UsageError(str(error)) from None
-
-
-def all_steps() -> list[int]:
-    return checker().available_steps()
-
-
-def title(number: int) -> str:
-    """The step's title, read from its spec without importing it (that loads MAX)."""
-    spec = REPO / "tests" / "specs" / f"step_{number:02d}.py"
-    try:
-        tree = ast.parse(spec.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, ValueError):
-        tree = ast.Module(body=[], type_ignores=[])
-    for node in ast.walk(tree):
-        if isinstance(node, ast.keyword) and node.arg == "title":
-            if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-                return node.value.value
-    return checker().load_spec(number).title
+        return steps.parse_step(text)
+    except ValueError as error:
+        raise UsageError(f"{error}.") from None
 
 
 def step_path(number: int) -> Path:
-    return REPO / "steps" / f"step_{number:02d}.py"
-
-
-def solution_path(number: int) -> Path:
-    return REPO / "solutions" / f"solution_{number:02d}.py"
+    return steps.step(number).skeleton
 
 
 def rel(path: Path) -> str:
@@ -251,9 +219,9 @@ def captured(run: Callable[[], T]) -> tuple[T, str]:
 
 
 @functools.cache
-def shared_worker():  # -> tests.checker.isolate.Worker
+def shared_worker():  # -> tests.checker.isolate.CheckProcess
     """One checker worker process for every check this command runs: MAX loads once."""
-    worker = checker().Worker(quiet=True)
+    worker = checker().CheckProcess(quiet=True)
     atexit.register(worker.stop)
     return worker
 
@@ -293,7 +261,7 @@ def transient(message: str = "") -> None:
 
 
 def first_unfinished() -> int | None:
-    for number in all_steps():
+    for number in steps.numbers():
         transient(f"checking step {number:02d}…")
         state = step_state(number)
         transient()
@@ -306,15 +274,15 @@ def first_unfinished() -> int | None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    steps = all_steps()
-    titles = {n: title(n) for n in steps}
+    numbers = steps.numbers()
+    titles = {n: steps.step(n).title for n in numbers}
     width = max(len(t) for t in titles.values())
     if not tracks_steps():
         print(
             "(Not a git checkout: a step counts as not started while each TODO block has a None.)"
         )
     states: dict[int, str] = {}
-    for number in steps:
+    for number in numbers:
         transient(f"checking step {number:02d}…")
         states[number] = step_state(number)
         transient()
@@ -349,10 +317,10 @@ def print_progress(states: dict[int, str], titles: dict[int, str]) -> None:
 def cmd_next(args: argparse.Namespace) -> int:
     check = checker()
     report = check.report
-    for number in all_steps():
+    for number in steps.numbers():
         path = step_path(number)
         if not path.is_file():
-            raise LearnError(
+            raise Failure(
                 f"{rel(path)} is missing: {learn_command('reset', f'{number:02d}')} restores it."
             )
         prepare_max()
@@ -365,7 +333,7 @@ def cmd_next(args: argparse.Namespace) -> int:
             sys.stdout.write(output)
             return 1
         print(f"{report.ICONS['pass']} step {number:02d} passes", flush=True)
-    print(f"\nAll {len(all_steps())} steps pass: you have built GPT-2 from scratch.")
+    print(f"\nAll {len(steps.numbers())} steps pass: you have built GPT-2 from scratch.")
     return 0
 
 
@@ -415,7 +383,7 @@ def clear_screen() -> None:
 
 
 def following_step(number: int) -> int | None:
-    later = [n for n in all_steps() if n > number]
+    later = [n for n in steps.numbers() if n > number]
     return later[0] if later else None
 
 
@@ -461,7 +429,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 
 def hint_path(number: int) -> Path:
-    return HINTS / f"step_{number:02d}.md"
+    return steps.step(number).hints
 
 
 def load_hints(number: int) -> list[str]:
@@ -470,7 +438,7 @@ def load_hints(number: int) -> list[str]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError:
-        raise LearnError(f"no hints for step {number:02d}: {rel(path)} is missing.") from None
+        raise Failure(f"no hints for step {number:02d}: {rel(path)} is missing.") from None
     tiers = [tier.strip() for tier in re.split(r"^---[ \t]*$", text, flags=re.MULTILINE)]
     return [tier for tier in tiers if tier]
 
@@ -514,13 +482,15 @@ def record_hints_shown(state: dict, number: int, count: int) -> None:
 
 def print_hints(number: int, tiers: list[str], shown: int) -> None:
     report = checker().report
-    print(report.bold(f"Step {number:02d}, {title(number)}: hint {shown} of {len(tiers)}"))
+    print(
+        report.bold(f"Step {number:02d}, {steps.step(number).title}: hint {shown} of {len(tiers)}")
+    )
     for index, tier in enumerate(tiers[:shown], start=1):
         print(f"\n{report.bold(f'Hint {index}')}\n{tier}")
 
 
 def print_solution(number: int) -> None:
-    path = solution_path(number)
+    path = steps.step(number).solution
     print(checker().report.bold(f"The reference solution, {rel(path)}:") + "\n")
     print(read_source(path).rstrip())
 
@@ -569,21 +539,21 @@ def current_outcomes(number: int):  # -> list[tests.checker.Outcome]
 
 def check_hint_counts(state: dict, number: int) -> dict:
     """{"check|topic": rungs shown} for step `number`, from the state file."""
-    steps = state.get("check_hints")
-    counts = steps.get(f"{number:02d}") if isinstance(steps, dict) else None
+    by_step = state.get("check_hints")
+    counts = by_step.get(f"{number:02d}") if isinstance(by_step, dict) else None
     return counts if isinstance(counts, dict) else {}
 
 
 def record_check_hints(state: dict, number: int, key: str, count: int) -> None:
-    steps = state.get("check_hints") if isinstance(state.get("check_hints"), dict) else {}
-    steps[f"{number:02d}"] = {**check_hint_counts(state, number), key: count}
-    state["check_hints"] = steps
+    by_step = state.get("check_hints") if isinstance(state.get("check_hints"), dict) else {}
+    by_step[f"{number:02d}"] = {**check_hint_counts(state, number), key: count}
+    state["check_hints"] = by_step
     write_atomically(STATE_FILE, json.dumps(state, indent=2, sort_keys=True) + "\n")
 
 
 def print_failure(number: int, failure) -> None:
     report = checker().report
-    print(report.bold(f"Step {number:02d}, {title(number)}: the check that fails"))
+    print(report.bold(f"Step {number:02d}, {steps.step(number).title}: the check that fails"))
     report.print_outcomes([failure])
 
 
@@ -632,7 +602,7 @@ def cmd_hint(args: argparse.Namespace) -> int:
         print_solution(number)
         return 0
     if not step_path(number).is_file():
-        raise LearnError(
+        raise Failure(
             f"{rel(step_path(number))} is missing: {learn_command('reset', f'{number:02d}')} restores it."
         )
     failure = next((o for o in current_outcomes(number) if o.status == "fail"), None)
@@ -673,7 +643,7 @@ def cmd_reset(args: argparse.Namespace) -> int:
     path = step_path(number)
     skeleton = pristine_skeleton(number)
     if skeleton is None:
-        raise LearnError(
+        raise Failure(
             f"cannot find the original skeleton of {rel(path)}: reset takes it from git, "
             "and this is not a git checkout of the tutorial (or the file is not committed)."
         )
@@ -684,7 +654,7 @@ def cmd_reset(args: argparse.Namespace) -> int:
         try:
             saved = backup(path)
         except OSError as error:
-            raise LearnError(f"could not back up {rel(path)} ({error}); it is unchanged.") from None
+            raise Failure(f"could not back up {rel(path)} ({error}); it is unchanged.") from None
         print(f"Saved your version to {rel(saved)}.")
     write_atomically(path, skeleton)
     print(f"Restored {rel(path)} to its skeleton.")
@@ -717,7 +687,7 @@ def python_finding() -> Finding:
         return Finding(
             "note",
             f"{where}: the tutorial is made for 3.13, but 3.11 and 3.12 work too: "
-            "tools/max_runtime.py installs its own Ctrl-C handler, which spares MAX's eager "
+            "common/max_runtime.py installs its own Ctrl-C handler, which spares MAX's eager "
             "tensors a slowdown asyncio causes there.",
         )
     if sys.version_info >= (3, 14):
@@ -855,7 +825,7 @@ def max_command() -> str:
         return str(beside)
     found = shutil.which("max")
     if found is None:
-        raise LearnError(
+        raise Failure(
             "MAX's `max` command is not installed: `pixi install` (pip: `pip install -e .`)."
         )
     return found
@@ -876,7 +846,7 @@ def cmd_warm(args: argparse.Namespace) -> int:
         flush=True,
     )
     if subprocess.run(command, env=env).returncode != 0:
-        raise LearnError("`max warm-interpreter-cache` failed (its output is above).")
+        raise Failure("`max warm-interpreter-cache` failed (its output is above).")
     print("Done: MAX's kernel cache is warm.")
     return 0
 
@@ -884,22 +854,15 @@ def cmd_warm(args: argparse.Namespace) -> int:
 # -- command line --------------------------------------------------------------
 
 
-class Parser(argparse.ArgumentParser):
-    """An argparse parser whose errors are one line, and exit status 2."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message} (see `{PROG} --help`)")
-
-
-def build_parser() -> Parser:
-    parser = Parser(
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(
         prog=PROG,
         description=__doc__.split("\n\nWhere")[0],  # the commands and exit status
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def command(name: str, run: Callable[[argparse.Namespace], int], text: str) -> Parser:
+    def command(name: str, run: Callable[[argparse.Namespace], int], text: str) -> ArgumentParser:
         sub = commands.add_parser(name, help=text, description=text)
         sub.set_defaults(run=run)
         return sub
@@ -927,41 +890,14 @@ def build_parser() -> Parser:
     return parser
 
 
-@contextlib.contextmanager
-def friendly_errors() -> Iterator[list[int]]:
-    """Turn every way out into an exit status and at most one line on stderr."""
-    status = [0]
-    try:
-        yield status
-    except UsageError as error:
-        print(f"error: {error}", file=sys.stderr)
-        status[0] = 2
-    except LearnError as error:
-        print(f"error: {error}", file=sys.stderr)
-        status[0] = 1
-    except KeyboardInterrupt:
-        print()
-        status[0] = 130
-    except BrokenPipeError:  # `... | head`: the reader left; say nothing more
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        status[0] = 141
-    except Exception as error:
-        if os.environ.get("LEARN_DEBUG"):
-            raise
-        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        print(
-            f"error: {type(error).__name__}: {first} (LEARN_DEBUG=1 shows the traceback)",
-            file=sys.stderr,
-        )
-        status[0] = 1
-
-
 def main(argv: list[str] | None = None) -> int:
     max_runtime.prepare()  # Ctrl-C becomes a KeyboardInterrupt, before MAX runs
-    with friendly_errors() as status:
+
+    def run() -> int:
         args = build_parser().parse_args(argv)
-        status[0] = args.run(args)
-    return status[0]
+        return args.run(args)
+
+    return exit_status(run)
 
 
 if __name__ == "__main__":

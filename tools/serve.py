@@ -20,11 +20,11 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from tools import max_runtime
-from tools.cli import Failure, UsageError, exit_status, progress
+from common import max_runtime
+from common.cli import Failure, UsageError, exit_status, progress
+from common.steps import REPO
 from tools.generate import DEFAULT_MODEL, checkpoint_directory
 
-REPO = Path(__file__).resolve().parents[1]
 SERVED_NAME = "gpt2"  # the `model` field clients send
 STOP_SECONDS = 20  # a graceful stop gets this long before SIGKILL
 

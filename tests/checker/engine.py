@@ -19,8 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from common import steps
+
 from . import source
-from .learner import (
+from .learner_code import (
     CheckTimeout,
     LearnerImportError,
     display_path,
@@ -79,11 +81,10 @@ COLD_LIMIT = 1800.0
 @dataclass(frozen=True)
 class Step:
     number: int
-    title: str
     required: dict[str, list[str]]
     checks: Sequence[Check]
     # The slowest check's usual time on a warm machine with 2 cores, in seconds
-    # (`python -m tools.mutate --times` measures it).
+    # (`python -m devtools.mutate --times` measures it).
     typical: float = 2.0
     # A fixed limit per check instead of one derived from `typical`: for a step
     # whose check compiles a graph, which takes minutes on a machine's first run.
@@ -95,6 +96,11 @@ class Step:
     @property
     def id(self) -> str:
         return f"{self.number:02d}"
+
+    @property
+    def title(self) -> str:
+        """The step's one title (common/steps.py)."""
+        return steps.step(self.number).title
 
 
 @dataclass
@@ -273,7 +279,7 @@ def time_limit_for(step: Step) -> float:
 @functools.cache
 def kernel_cache_is_cold() -> bool:
     """Asked of MAX once per process (the CLI also sets CHECK_COLD_CACHE)."""
-    from tools import max_runtime
+    from common import max_runtime
 
     return not max_runtime.kernel_cache_is_warm()
 

@@ -1,14 +1,14 @@
 """Running the checks in a child process, so the learner's code cannot take the
 checker down with it.
 
-The worker (tests/checker/worker.py) imports MAX once and runs whole steps
+The worker (tests/checker/child.py) imports MAX once and runs whole steps
 on request; this side never imports MAX. It watches the worker while a check
 runs: a crash of native code (segfault, abort), a hang where Python's own
 time limit cannot reach (inside MAX or a C library), or a runaway use of
 memory ends that worker and becomes a failed check with a message. The next
 step gets a fresh worker.
 
-    with Worker() as worker:
+    with CheckProcess() as worker:
         title, outcomes = worker.run_step(14, Path("steps/step_14.py"))
 """
 
@@ -26,10 +26,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from tools import max_runtime
+from common import max_runtime
+from common.cli import Failure
+from common.steps import REPO
 
 from .engine import Outcome
-from .learner import REPO
 
 # How long past a check's own time limit the worker may stay silent before it
 # is stopped from here (the worker stops a Python loop itself, at the limit).
@@ -39,7 +40,7 @@ STARTUP_LIMIT = 600.0  # importing MAX on a busy machine
 POLL = 0.1  # seconds between looks at the worker's memory
 
 
-class WorkerError(Exception):
+class CheckProcessError(Failure):
     """The worker could not be started or stopped answering before any step."""
 
 
@@ -80,7 +81,7 @@ def describe_exit(returncode: int) -> str:
     return f"exit status {returncode} (sys.exit() or os._exit() in the code?)"
 
 
-class Worker:
+class CheckProcess:
     """One child process that runs checks; replaced after a crash or a hang."""
 
     def __init__(self, quiet: bool = False) -> None:
@@ -101,7 +102,7 @@ class Worker:
             [
                 sys.executable,
                 "-m",
-                "tests.checker.worker",
+                "tests.checker.child",
                 str(requests_read),
                 str(answers_write),
             ],
@@ -121,7 +122,7 @@ class Worker:
         hello = self._receive(STARTUP_LIMIT)
         if hello is None:
             code = self.stop()
-            raise WorkerError(
+            raise CheckProcessError(
                 f"the checker's worker process did not start ({describe_exit(code)})."
             )
         self.cold = bool(hello.get("cold"))
@@ -151,7 +152,7 @@ class Worker:
         os.close(self._answers)
         return code
 
-    def __enter__(self) -> Worker:
+    def __enter__(self) -> CheckProcess:
         return self
 
     def __exit__(
@@ -213,7 +214,7 @@ class Worker:
         self._requests.write(json.dumps(request) + "\n")
         step = self._receive(STARTUP_LIMIT)
         if step is None:
-            raise WorkerError(f"the checker's worker stopped ({describe_exit(self.stop())}).")
+            raise CheckProcessError(f"the checker's worker stopped ({describe_exit(self.stop())}).")
         title, checks, limit = step["title"], step["checks"], step["limit"]
         self.runs_max = bool(step.get("runs_max", True))
         if on_title:

@@ -3,7 +3,7 @@
 import dataclasses
 
 from tests.checker import Check, Context, Fail, Step
-from tests.mutants import Mutant, m
+from tests.mistakes import Mutant, m
 
 GPT2_124M = {
     "vocab_size": 50257,
@@ -265,7 +265,6 @@ CONFIGURABLE_HINTS = (
 
 STEP = Step(
     number=1,
-    title="Model configuration",
     required={"GPT2Config": []},
     runs_max=False,
     checks=[

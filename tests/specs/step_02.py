@@ -6,7 +6,7 @@ import numpy as np
 
 from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, to_numpy
-from tests.mutants import m
+from tests.mistakes import m
 
 CASES = [(1, 0), (5, 0), (7, 0), (3, 4), (1, 6)]  # (sequence_length, num_tokens)
 
@@ -309,7 +309,6 @@ DTYPE_HINTS = {
 
 STEP = Step(
     number=2,
-    title="Causal masking",
     required={"causal_mask": []},
     checks=[
         Check("square mask: 0 on and below the diagonal, -inf above", square_mask, MASK_HINTS),

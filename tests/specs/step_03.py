@@ -4,7 +4,7 @@ import numpy as np
 
 from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor
-from tests.mutants import Mutant, m
+from tests.mistakes import Mutant, m
 from tests.specs.common import BATCH, SEQ
 
 DIM = 64
@@ -250,7 +250,6 @@ EPS_HINTS = {
 
 STEP = Step(
     number=3,
-    title="Layer normalization",
     required={"LayerNorm": ["__init__", "forward"]},
     checks=[
         Check("weight starts at 1, bias at 0", parameters_initialized, PARAMETERS_HINTS),

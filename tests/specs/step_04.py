@@ -5,7 +5,7 @@ import numpy as np
 from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor
 from tests.checker.engine import parameter_shapes
-from tests.mutants import Mutant, m
+from tests.mistakes import Mutant, m
 from tests.specs.common import BATCH, SEQ, linear_shapes, small_config
 
 CONFIG = small_config()
@@ -253,7 +253,6 @@ GELU_HINTS = {
 
 STEP = Step(
     number=4,
-    title="Feed-forward network",
     required={"GPT2MLP": ["__init__", "forward"]},
     checks=[
         Check("c_fc and c_proj are Linears shaped like GPT-2's", parameters, PARAMETERS_HINTS),

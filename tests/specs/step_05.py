@@ -1,7 +1,7 @@
 """Checks for step 05: GPT2TokenEmbedding."""
 
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor
-from tests.mutants import Mutant, m
+from tests.mistakes import Mutant, m
 from tests.specs.common import (
     BATCH,
     SEQ,
@@ -147,7 +147,6 @@ SAME_TOKEN_HINTS = (
 
 STEP = Step(
     number=5,
-    title="Token embeddings",
     required={"GPT2TokenEmbedding": ["__init__", "forward"]},
     checks=[
         Check("wte is an Embedding of [vocab_size, n_embd]", parameters, PARAMETERS_HINTS),

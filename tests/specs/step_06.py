@@ -2,7 +2,7 @@
 
 from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor
-from tests.mutants import m
+from tests.mistakes import m
 from tests.specs.common import (
     BATCH,
     SEQ,
@@ -217,7 +217,6 @@ LENGTH_CHECK_HINTS = {
 
 STEP = Step(
     number=6,
-    title="Position embeddings",
     required={"GPT2Embeddings": ["__init__", "forward"]},
     checks=[
         Check(

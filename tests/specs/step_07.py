@@ -8,7 +8,7 @@ from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor
 from tests.checker.compare import close
 from tests.checker.engine import parameter_shapes
-from tests.mutants import Mutant, m
+from tests.mistakes import Mutant, m
 from tests.specs.common import BATCH, SEQ, linear_shapes, small_config
 
 CONFIG = small_config()
@@ -233,7 +233,6 @@ FORWARD_HINTS = {
 
 STEP = Step(
     number=7,
-    title="Query, key and value projections",
     required={"GPT2QKVProjection": ["__init__", "forward"]},
     checks=[
         Check("c_attn is one Linear(n_embd, 3 * n_embd)", parameters, PARAMETERS_HINTS),

@@ -8,7 +8,7 @@ import numpy as np
 from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, expect_shape, tensor, to_numpy
 from tests.checker.compare import close
-from tests.mutants import Mutant, m
+from tests.mistakes import Mutant, m
 
 BATCH, HEADS, SEQ, HEAD_DIM = 2, 3, 6, 16  # all different: a wrong axis shows
 EMBED = HEADS * HEAD_DIM
@@ -332,7 +332,6 @@ REFERENCE_HINTS = {
 
 STEP = Step(
     number=8,
-    title="Attention with causal masking",
     required={"scaled_dot_product_attention": []},
     checks=[
         Check("output is [batch, heads, seq, head_dim]", output_shape, SHAPE_CHECK_HINTS),

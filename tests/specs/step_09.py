@@ -7,7 +7,7 @@ import numpy as np
 
 from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor, to_numpy
-from tests.mutants import Mutant, m
+from tests.mistakes import Mutant, m
 from tests.specs.common import BATCH, SEQ, linear_shapes, small_config
 from tests.specs.step_07 import split_failure
 from tests.specs.step_08 import attention_mistakes
@@ -508,7 +508,6 @@ FORWARD_HINTS = {
 
 STEP = Step(
     number=9,
-    title="Multi-head attention",
     required={
         "GPT2MultiHeadAttention": ["__init__", "_split_heads", "_merge_heads", "_attn", "forward"]
     },

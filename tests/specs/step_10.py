@@ -6,7 +6,7 @@ from solutions.solution_03 import LayerNorm
 from solutions.solution_04 import GPT2MLP
 from tests import reference as ref
 from tests.checker import Check, Context, Step, expect_close, tensor, to_numpy
-from tests.mutants import m
+from tests.mistakes import m
 from tests.specs.common import BATCH, SEQ, linear_shapes, small_config
 
 CONFIG = small_config()
@@ -170,7 +170,6 @@ WIRING_HINTS = {
 
 STEP = Step(
     number=10,
-    title="Residual connections and pre-norm",
     required={"pre_norm_residual": []},
     checks=[
         Check(

@@ -2,7 +2,7 @@
 
 from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, parameter_shapes, tensor
-from tests.mutants import Mutant, m
+from tests.mistakes import Mutant, m
 from tests.specs.common import (
     BATCH,
     SEQ,
@@ -236,7 +236,6 @@ EPS_HINTS = (
 
 STEP = Step(
     number=11,
-    title="The transformer block",
     required={"GPT2Block": ["__init__", "forward"]},
     checks=[
         Check("ln_1, attn, ln_2, mlp named and shaped like GPT-2's", parameters, PARAMETERS_HINTS),

@@ -2,7 +2,7 @@
 
 from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor
-from tests.mutants import Mutant, m
+from tests.mistakes import Mutant, m
 from tests.specs.common import (
     BATCH,
     SEQ,
@@ -259,7 +259,6 @@ FORWARD_HINTS = {
 
 STEP = Step(
     number=12,
-    title="Stacking blocks into GPT2Model",
     typical=4,  # seconds, slowest check: its 12-layer forward: 1-2 s warm, 7.6 s measured on 2 very busy cores
     required={"GPT2Model": ["__init__", "forward"]},
     checks=[

@@ -4,7 +4,7 @@ import numpy as np
 
 from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor
-from tests.mutants import Mutant, m
+from tests.mistakes import Mutant, m
 from tests.specs.common import BATCH, SEQ, lm_shapes, small_config, tied_lm_weights
 
 CONFIG = small_config()
@@ -238,7 +238,6 @@ LOGITS_HINTS = {
 
 STEP = Step(
     number=13,
-    title="The language-model head",
     required={"MaxGPT2LMHeadModel": ["__init__", "forward"]},
     checks=[
         Check(

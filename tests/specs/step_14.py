@@ -5,7 +5,7 @@ import numpy as np
 from solutions.solution_13 import MaxGPT2LMHeadModel
 from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step
-from tests.mutants import Mutant, m
+from tests.mistakes import Mutant, m
 from tests.specs.common import small_config, tied_lm_weights
 
 CONFIG = small_config(n_positions=24, n_layer=1)
@@ -740,7 +740,6 @@ STREAM_HINTS = (
 
 STEP = Step(
     number=14,
-    title="Generating text",
     typical=3,  # seconds, slowest check: the 6,000-draw distribution and 50,257-token top-k checks
     required={"sample_next_token": [], "generate_tokens": [], "generate_text": []},
     checks=[

@@ -21,7 +21,7 @@ from solutions.solution_13 import MaxGPT2LMHeadModel
 from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor
 from tests.fixtures import hugging_face_layout, write_safetensors_checkpoint
-from tests.mutants import Mutant, m
+from tests.mistakes import Mutant, m
 from tests.specs.common import BATCH, SEQ, lm_shapes, model_shapes, small_config, tied_lm_weights
 
 CONFIG = small_config()
@@ -724,7 +724,6 @@ GIVEN_HINTS = (
 
 STEP = Step(
     number=15,
-    title="Loading pretrained weights",
     typical=3,  # seconds, slowest check: writing and loading three checkpoints
     required={
         "CheckpointError": [],

@@ -10,7 +10,7 @@ import numpy as np
 
 from solutions.solution_13 import MaxGPT2LMHeadModel as EagerModel
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor
-from tests.mutants import m
+from tests.mistakes import m
 from tests.specs.common import small_config, tied_lm_weights
 
 CONFIG = small_config(n_layer=1)
@@ -299,7 +299,6 @@ BATCH_HINTS = (
 
 STEP = Step(
     number=16,
-    title="Compiling the model",
     required={"compile_model": []},
     seconds=1800,  # a machine's first compile of a graph takes minutes
     checks=[

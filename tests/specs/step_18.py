@@ -17,7 +17,7 @@ import numpy as np
 from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor, to_numpy
 from tests.checker.compare import close
-from tests.mutants import Mutant, m
+from tests.mistakes import Mutant, m
 from tests.specs.common import lm_shapes, small_config, tied_lm_weights
 
 CONFIG = small_config(n_layer=2, n_positions=32)
@@ -552,7 +552,6 @@ MODEL_HINTS = {
 
 STEP = Step(
     number=18,
-    title="Serving GPT-2 with max serve",
     required={
         "cache_shape": [],
         "ragged_positions": [],

@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType, ModuleType
 
-REPO = Path(__file__).resolve().parents[2]
+from common.steps import REPO
+
 _counter = itertools.count()
 
 

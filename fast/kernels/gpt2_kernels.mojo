@@ -1,4 +1,4 @@
-"""CPU kernels for tools/fast_gpt2.py: one token's projections and attention.
+"""CPU kernels for fast/gpt2.py: one token's projections and attention.
 
 Decoding one token is memory-bound: each weight is read once and used for one
 multiply-add, so the time is the weights' bytes over the memory bandwidth.

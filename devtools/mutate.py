@@ -1,4 +1,4 @@
-"""Mutation testing of the checkers: `python -m tools.mutate [NN ...]` (pixi run mutate).
+"""Mutation testing of the checkers: `python -m devtools.mutate [NN ...]` (pixi run mutate).
 
 A checker earns trust by failing on wrong code. For each step this makes every
 small change a learner could plausibly get wrong in the code the learner
@@ -15,18 +15,17 @@ sign of an index or axis flipped, a boolean flag flipped, a keyword argument
 dropped, a call replaced by one of its arguments, two arguments (or the
 operands of a non-commutative operator) swapped, a statement dropped.
 
-    python -m tools.mutate              every step (about 40 minutes on 2 busy cores)
-    python -m tools.mutate 14 15        some steps
-    python -m tools.mutate --sample 4   4 mutants per step, always the same ones (CI)
-    python -m tools.mutate --list 14    print the mutants, run nothing
-    python -m tools.mutate --times      each solution's slowest check (Step.typical)
+    python -m devtools.mutate              every step (about 40 minutes on 2 busy cores)
+    python -m devtools.mutate 14 15        some steps
+    python -m devtools.mutate --sample 4   4 mutants per step, always the same ones (CI)
+    python -m devtools.mutate --list 14    print the mutants, run nothing
+    python -m devtools.mutate --times      each solution's slowest check (Step.typical)
 
 Exit status: 0 no survivor outside the equivalents file, 1 otherwise, 2 usage error.
 """
 
 from __future__ import annotations
 
-import argparse
 import ast
 import dataclasses
 import difflib
@@ -41,9 +40,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tools import max_runtime
+from common import max_runtime, steps
+from common.cli import ArgumentParser, Failure, exit_status
+from common.steps import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 EQUIVALENTS = REPO / "tests" / "mutation_equivalents.toml"
 
 BINARY = {
@@ -83,7 +83,7 @@ class Mutant:
     source: str  # the whole mutated file
 
     def describe(self) -> str:
-        return f"solutions/solution_{self.step:02d}.py:{self.line}: [{self.operator}] {self.key}"
+        return f"{steps.step(self.step).solution.relative_to(REPO)}:{self.line}: [{self.operator}] {self.key}"
 
 
 # -- where the learner writes ------------------------------------------------
@@ -97,8 +97,8 @@ def learner_lines(number: int) -> set[int]:
     and the solution's lines between those two are the learner's."""
     from tests.checker.source import todo_regions
 
-    skeleton = (REPO / "steps" / f"step_{number:02d}.py").read_text(encoding="utf-8")
-    solution = (REPO / "solutions" / f"solution_{number:02d}.py").read_text(encoding="utf-8")
+    skeleton = steps.step(number).skeleton.read_text(encoding="utf-8")
+    solution = steps.step(number).solution.read_text(encoding="utf-8")
     a, b = skeleton.splitlines(), solution.splitlines()
     same: dict[int, int] = {}  # 0-based skeleton line -> 0-based solution line
     for tag, i1, i2, j1, _ in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
@@ -223,7 +223,7 @@ def _squeeze(text: str, limit: int = 120) -> str:
 
 def mutants(number: int) -> list[Mutant]:
     """Every single-change mutant of the solution's learner lines, in file order."""
-    path = REPO / "solutions" / f"solution_{number:02d}.py"
+    path = steps.step(number).solution
     text = path.read_text(encoding="utf-8")
     raw = text.encode()
     starts = _offsets(raw)
@@ -296,7 +296,7 @@ class StepResult:
         return self.killed + self.equivalent + len(self.survivors)
 
 
-class SolutionFails(Exception):
+class SolutionFails(Failure):
     pass
 
 
@@ -305,16 +305,15 @@ def time_limit(number: int) -> float:
     (LIMIT_FACTOR times the usual time, at least LIMIT_FLOOR), with the usual
     time measured now, on the solution, on this machine as loaded as it is.
     A mutant that runs longer is killed: the checker would stop it too."""
-    from tests.check import step_file
     from tests.checker.engine import LIMIT_FACTOR, LIMIT_FLOOR
-    from tests.checker.isolate import Worker
+    from tests.checker.isolate import CheckProcess
 
-    with Worker(quiet=True) as worker:
-        _, outcomes = worker.run_step(number, step_file(number, True))
+    with CheckProcess(quiet=True) as worker:
+        _, outcomes = worker.run_step(number, steps.step(number).solution)
         failed = [o for o in outcomes if o.status != "pass"]
         if failed:
             raise SolutionFails(
-                f"solutions/solution_{number:02d}.py fails its own checker "
+                f"{steps.step(number).solution.relative_to(REPO)} fails its own checker "
                 f"({failed[0].name}: {failed[0].message})"
             )
         slowest = max(worker.durations.values(), default=0.0)
@@ -325,7 +324,7 @@ def run(
     todo: list[Mutant], jobs: int, progress: Callable[[Mutant, bool], None], limit: float
 ) -> dict[Mutant, bool]:
     """Check every mutant in `jobs` worker processes: {mutant: killed}."""
-    from tests.checker.isolate import Worker
+    from tests.checker.isolate import CheckProcess
 
     queue = list(reversed(todo))
     killed: dict[Mutant, bool] = {}
@@ -334,18 +333,18 @@ def run(
     numbers = itertools.count()
     scratch = tempfile.TemporaryDirectory(prefix="mutants-")
 
-    def check(worker: Worker, mutant: Mutant) -> bool:
+    def check(worker: CheckProcess, mutant: Mutant) -> bool:
         # A folder per mutant: a reused path could meet a stale .pyc.
         folder = Path(scratch.name) / f"{next(numbers):05d}"
         folder.mkdir()
-        path = folder / f"step_{mutant.step:02d}.py"
+        path = folder / steps.step(mutant.step).skeleton.name
         path.write_text(mutant.source, encoding="utf-8")
         _, outcomes = worker.run_step(mutant.step, path, limit=limit)
         return any(o.status == "fail" for o in outcomes)
 
     def work() -> None:
         try:
-            with Worker(quiet=True) as worker:
+            with CheckProcess(quiet=True) as worker:
                 while True:
                     with lock:
                         if not queue or errors:
@@ -428,13 +427,13 @@ def mutate_steps(numbers: list[int], count: int | None, jobs: int) -> list[StepR
 
 def measure_times(numbers: list[int]) -> None:
     """Each solution's slowest check, as the worker runs it (for Step.typical)."""
-    from tests.check import load_spec, step_file
-    from tests.checker.isolate import Worker
+    from tests.check import load_spec
+    from tests.checker.isolate import CheckProcess
 
-    with Worker(quiet=True) as worker:
+    with CheckProcess(quiet=True) as worker:
         for number in numbers:
-            worker.run_step(number, step_file(number, True))  # warm-up: caches
-            _, outcomes = worker.run_step(number, step_file(number, True))
+            worker.run_step(number, steps.step(number).solution)  # warm-up: caches
+            _, outcomes = worker.run_step(number, steps.step(number).solution)
             slowest = max(worker.durations.items(), key=lambda item: item[1])
             step = load_spec(number)
             print(
@@ -445,45 +444,37 @@ def measure_times(numbers: list[int]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tests.check import UsageError, available_steps, parse_step
+    from tests.check import parse_step
 
-    parser = argparse.ArgumentParser(
-        prog="python -m tools.mutate", description=__doc__.splitlines()[0]
-    )
+    parser = ArgumentParser(prog="python -m devtools.mutate", description=__doc__.splitlines()[0])
     parser.add_argument("steps", nargs="*", help="step numbers (default: every step)")
     parser.add_argument(
         "--sample", type=int, metavar="N", help="N mutants per step, the same ones every run"
     )
-    parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    parser.add_argument("--jobs", type=int, default=1, help="checker processes (default 1)")
     parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
     parser.add_argument("--times", action="store_true", help="time each solution's slowest check")
-    args = parser.parse_args(argv)
-    max_runtime.prepare()
-    try:
-        numbers = [parse_step(s) for s in args.steps] or [
-            n for n in available_steps() if (REPO / "steps" / f"step_{n:02d}.py").is_file()
-        ]
-    except UsageError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    if args.times:
-        measure_times(numbers)
+
+    def run() -> int:
+        args = parser.parse_args(argv)
+        max_runtime.prepare()
+        numbers = [parse_step(s) for s in args.steps] or steps.numbers()
+        if args.times:
+            measure_times(numbers)
+        elif args.list:
+            for number in numbers:
+                found = mutants(number)
+                for mutant in found if args.sample is None else sample(found, args.sample):
+                    print(mutant.describe())
+        else:
+            started = time.perf_counter()
+            return report(mutate_steps(numbers, args.sample, args.jobs), started)
         return 0
-    if args.list:
-        for number in numbers:
-            found = mutants(number)
-            for mutant in found if args.sample is None else sample(found, args.sample):
-                print(mutant.describe())
-        return 0
-    started = time.perf_counter()
-    try:
-        results = mutate_steps(numbers, args.sample, args.jobs)
-    except SolutionFails as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("\nInterrupted.")
-        return 130
+
+    return exit_status(run)
+
+
+def report(results: list[StepResult], started: float) -> int:
     total = sum(r.total for r in results)
     survivors = sum(len(r.survivors) for r in results)
     print(

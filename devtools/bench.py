@@ -2,8 +2,8 @@
 
 Same weights, same prompt, greedy decoding, batch 1, on this machine.
 
-    python -m tools.bench [--json out.json] [--dtype bfloat16] [--device gpu]
-    python -m tools.bench --render out.json     (the book's table and plot only)
+    python -m devtools.bench [--json out.json] [--dtype bfloat16] [--device gpu]
+    python -m devtools.bench --render out.json     (the book's table and plot only)
 
 Each round runs every contender once per length, in a rotating order (A B C,
 then B C A, ...), so that whatever else the machine does lands on all of them;
@@ -37,9 +37,9 @@ from pathlib import Path
 
 import numpy as np
 
-from tools import max_runtime
+from common import max_runtime
+from common.steps import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "docs" / "src" / "bench"
 LENGTHS = (32, 128, 512)
 PROMPT_LENGTH = 16
@@ -266,9 +266,9 @@ def transformers_contender(
 
 
 def ours_contenders(directory: Path, dtype_name: str, device_name: str, no_cache_max: int):
-    """The fast model (tools/fast_gpt2), and on the CPU in float32 the
+    """The fast model (fast/gpt2.py), and on the CPU in float32 the
     tutorial's step 17 (compiled, KV cache) and step 16 (compiled, no cache)."""
-    from tools import fast_gpt2
+    from fast import gpt2 as fast_gpt2
 
     device = fast_gpt2.device_from_name(device_name)
     dtype = fast_gpt2.DTYPES[dtype_name]
@@ -278,7 +278,7 @@ def ours_contenders(directory: Path, dtype_name: str, device_name: str, no_cache
     contenders.append(
         Contender(
             "fast",
-            f"ours, fast (tools/fast_gpt2, {dtype_name})",
+            f"ours, fast (fast/gpt2.py, {dtype_name})",
             lambda prompt, n: list(fast.generate(prompt, n)),
             time.perf_counter() - started,
             bytes_per_weight=2.0 if dtype_name == "bfloat16" else 4.0,
@@ -338,7 +338,7 @@ def _worker(connection, family: str, directory: str, dtype: str, device: str | N
             contenders = _llama_contenders(Path(directory), dtype)
         else:
             max_runtime.prepare()
-            from tools import fast_gpt2
+            from fast import gpt2 as fast_gpt2
 
             device = device or fast_gpt2.default_device_name()
             contenders = ours_contenders(Path(directory), dtype, device, extra["no_cache_max"])
@@ -361,7 +361,7 @@ def _worker(connection, family: str, directory: str, dtype: str, device: str | N
             connection.send(("error", f"{key} failed: {error!r}"))
 
 
-class Worker:
+class ContenderProcess:
     """The parent's handle on a worker process and the contenders it holds."""
 
     NOTES = {
@@ -435,7 +435,7 @@ def _torch_contenders(directory: Path, dtype: str, device: str | None) -> list[C
 def _llama_contenders(directory: Path, dtype: str) -> list[Contender]:
     """llama.cpp on the same weights: float32, and with bfloat16 weights its
     bf16 and (one byte a weight, a different trade of accuracy) q8_0."""
-    from tools import llama_peer
+    from devtools import llama_peer
 
     config = json.loads((directory / "config.json").read_text())
     kinds = ["f32"] if dtype == "float32" else ["bf16", "q8_0"]
@@ -471,9 +471,9 @@ def decode_graph_ops(config: dict) -> dict:
     from max.experimental import functional as F
     from max.graph import BufferType, TensorType
 
+    from fast.gpt2 import FastGPT2
     from solutions.solution_01 import GPT2Config
     from solutions.solution_17 import CachedGPT2LMHeadModel
-    from tools.fast_gpt2 import FastGPT2
 
     gpt2 = GPT2Config(**config)
     head_dim = gpt2.n_embd // gpt2.n_head
@@ -504,7 +504,7 @@ def projection_profile(config: dict, dtype_name: str, repeats: int = 30) -> dict
     """Where a decode step's time goes: its largest projection, the head
     (one row x the vocab_size x n_embd embedding table), timed three ways in
     interleaved rounds: MAX's matmul in a one-op graph, our kernel
-    (tools/kernels, gpt2_linear_rows) in a one-op graph, and PyTorch's linear.
+    (fast/kernels, gpt2_linear_rows) in a one-op graph, and PyTorch's linear.
     Milliseconds per call, and the bytes/s each reaches reading the table."""
     import torch
     from max.driver import CPU, Buffer
@@ -512,7 +512,7 @@ def projection_profile(config: dict, dtype_name: str, repeats: int = 30) -> dict
     from max.engine import InferenceSession
     from max.graph import DeviceRef, Graph, TensorType, ops
 
-    from tools.fast_gpt2 import DTYPES, KERNELS
+    from fast.gpt2 import DTYPES, KERNELS
 
     n_in, n_out = config["n_embd"], config["vocab_size"]
     dtype = DTYPES[dtype_name]
@@ -658,7 +658,7 @@ def results_from(
 def families(args: argparse.Namespace) -> list[str]:
     """The worker families to start: PyTorch's, ours, and llama.cpp's when it
     is installed (said, with the command that installs it, when it is not)."""
-    from tools import llama_peer
+    from devtools import llama_peer
 
     chosen = ["torch", "max"]
     if args.device == "gpu":
@@ -674,8 +674,8 @@ def families(args: argparse.Namespace) -> list[str]:
 def run(args: argparse.Namespace) -> dict:
     import torch
 
+    from common.cli import progress
     from tests.fixtures import hf_model
-    from tools.cli import progress
 
     torch.set_num_threads(os.cpu_count() or 1)
     lengths = tuple(args.lengths)
@@ -705,7 +705,7 @@ def run(args: argparse.Namespace) -> dict:
         hf.save_pretrained(directory)
         del hf
         try:
-            workers = [Worker(family, directory, args) for family in families(args)]
+            workers = [ContenderProcess(family, directory, args) for family in families(args)]
             for worker in workers:
                 with progress(f"building {worker.family}'s contenders", note=worker.note):
                     contenders += worker.contenders()
@@ -724,7 +724,7 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def measure_all(args, config, contenders, prompt, long_prompt, lengths, probe, weight_count, pids):
-    from tools import fast_gpt2
+    from fast import gpt2 as fast_gpt2
 
     device = args.device or fast_gpt2.default_device_name()
     print(f"Machine: {machine_line()}; device {device}, dtype {args.dtype}", flush=True)
@@ -975,7 +975,7 @@ def render(data: dict, out: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tools.bench", description=__doc__.splitlines()[0]
+        prog="python -m devtools.bench", description=__doc__.splitlines()[0]
     )
     parser.add_argument(
         "--lengths",

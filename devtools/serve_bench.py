@@ -1,6 +1,6 @@
 """Measure `max serve` with our GPT-2, and record a session for the book.
 
-    python -m tools.serve_bench [--weights DIR] [--json]
+    python -m devtools.serve_bench [--weights DIR] [--json]
 
 Starts the server (tools.serve's start/stop, 127.0.0.1, a free port), then:
 
@@ -32,10 +32,10 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tools import max_runtime
+from common import max_runtime
+from common.steps import REPO
 from tools.serve import SERVED_NAME, max_serve_command, start, stop, wait_ready
 
-REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "docs" / "src" / "bench"
 SESSION = REPO / "docs" / "src" / "outputs" / "serve-session.txt"
 CONCURRENCY = (1, 4, 16)
@@ -248,7 +248,7 @@ def run(args: argparse.Namespace) -> dict:
 def main(argv: list[str] | None = None) -> int:
     max_runtime.prepare()
     parser = argparse.ArgumentParser(
-        prog="python -m tools.serve_bench", description=__doc__.splitlines()[0]
+        prog="python -m devtools.serve_bench", description=__doc__.splitlines()[0]
     )
     parser.add_argument(
         "--weights", type=Path, help="a local checkpoint (default: a small local GPT-2)"

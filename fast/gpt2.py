@@ -18,7 +18,7 @@ weights); only the way a forward pass is run changes, for speed:
   logits, whatever the weights' dtype.
 - **One token's products in our own kernels (the CPU).** Decoding a token
   reads every weight once for one multiply-add: memory-bound. The kernels in
-  tools/kernels/gpt2_kernels.mojo stream each weight row once over all the
+  fast/kernels/gpt2_kernels.mojo stream each weight row once over all the
   cores (about 2x MAX's matmul for one row), and attend over the cache in
   one pass; MAX builds them from source and calls them as custom ops.
 - **Any dtype and device.** The weights are built in `dtype` (float32 or
@@ -81,7 +81,7 @@ class FastGPT2(MaxGPT2LMHeadModel):
     always run on an empty cache (start = 0).
 
     `use_kernels` (the default on the CPU) runs one token's projections and
-    attention through tools/kernels/gpt2_kernels.mojo, with float32
+    attention through fast/kernels/gpt2_kernels.mojo, with float32
     activations whatever the weights' dtype; without it every operation is
     one of MAX's own, in the weights' dtype (the path for accelerators).
     """

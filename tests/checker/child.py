@@ -1,4 +1,4 @@
-"""The checker's child process: `python -m tests.checker.worker REQUESTS ANSWERS`.
+"""The checker's child process: `python -m tests.checker.child REQUESTS ANSWERS`.
 
 Started by tests/checker/isolate.py with two pipe file descriptors. It imports
 MAX once, says whether MAX's kernel cache is cold, then for each request
@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tools import max_runtime
+from common import max_runtime
 
 PR_SET_PDEATHSIG = 1  # prctl(2)
 

@@ -1,7 +1,7 @@
 """llama.cpp as a benchmark peer: the same GPT-2 weights, written to GGUF here,
 decoded greedily through llama-cpp-python with every core.
 
-    python -m tools.llama_peer DIR OUT.gguf [--type f32|bf16|q8_0]
+    python -m devtools.llama_peer DIR OUT.gguf [--type f32|bf16|q8_0]
 
 People who run small models on a CPU use llama.cpp, so it is the peer our
 numbers have to hold against. Its package is an optional extra
@@ -209,7 +209,7 @@ class LlamaGenerator:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tools.llama_peer", description=__doc__.splitlines()[0]
+        prog="python -m devtools.llama_peer", description=__doc__.splitlines()[0]
     )
     parser.add_argument("directory", type=Path, help="checkpoint: config.json, model.safetensors")
     parser.add_argument("out", type=Path, help="the GGUF file to write")

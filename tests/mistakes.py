@@ -8,6 +8,8 @@ the mistake *and* say what it is.
 
 from dataclasses import dataclass
 
+from common import steps
+
 
 @dataclass(frozen=True)
 class Mutant:
@@ -34,5 +36,5 @@ def mistakes(number: int) -> list[Mutant]:
     in tests/specs/step_NN.py, so one file holds a step's whole contract."""
     import importlib
 
-    spec = importlib.import_module(f"tests.specs.step_{number:02d}")
+    spec = importlib.import_module(steps.step(number).spec_module)
     return list(getattr(spec, "MISTAKES", []))

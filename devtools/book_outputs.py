@@ -1,4 +1,4 @@
-"""Put the checker's real output in the book: `python -m tools.book_outputs`.
+"""Put the checker's real output in the book: `python -m devtools.book_outputs`.
 
 For every step with a page docs/src/step_NN.md, run the checker on the
 untouched skeleton (steps/step_NN.py) and on the reference solution
@@ -10,13 +10,12 @@ prints; tests/test_book_outputs.py fails when a committed file is stale.
 The checker runs in this process, with CHECK_PLAIN=1 (no colour, no timings, no
 kernel-cache notice), so the output is the same on every run and machine.
 
-    python -m tools.book_outputs              rewrite docs/src/outputs/
-    python -m tools.book_outputs --dest DIR   write into DIR instead (for the test)
+    python -m devtools.book_outputs              rewrite docs/src/outputs/
+    python -m devtools.book_outputs --dest DIR   write into DIR instead (for the test)
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 import logging
@@ -27,31 +26,26 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from tools import max_runtime
+from common import max_runtime, steps
+from common.cli import ArgumentParser, Failure, exit_status
+from common.steps import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 PAGES = REPO / "docs" / "src"
 OUTPUTS = PAGES / "outputs"
-COMMAND = "python -m tools.book_outputs"
+COMMAND = "python -m devtools.book_outputs"
 KINDS = {"skeleton": 1, "solution": 0}  # the checker's expected exit status for each
 OUTPUT_FILE = re.compile(r"(?:step_\d\d-(?:skeleton|solution)|example-mistake)\.txt")
 # The failing check the introduction shows: a learner's likely mistake from
-# tests/mutants.py, run through the real checker.
+# tests/mistakes.py, run through the real checker.
 EXAMPLE_MISTAKE = (2, "mask inverted (exclude=False)")
 
 
-class OutputError(Exception):
+class OutputError(Failure):
     """The outputs cannot be generated as they are meant to be."""
 
 
-def book_steps() -> list[int]:
-    """Steps that have a page in the book."""
-    pages = PAGES.glob("step_[0-9][0-9].md")
-    return sorted(int(page.stem.removeprefix("step_")) for page in pages)
-
-
 def file_name(number: int, kind: str) -> str:
-    return f"step_{number:02d}-{kind}.txt"
+    return steps.step(number).output(kind).name
 
 
 @contextlib.contextmanager
@@ -80,12 +74,11 @@ def checker_output(number: int, kind: str) -> str:
     from tests import check
     from tools import learn
 
-    if number not in check.available_steps():
-        raise OutputError(f"docs/src/step_{number:02d}.md has no checker: tests/specs lacks it.")
-    if kind == "skeleton" and not learn.every_block_blank(check.step_file(number, False)):
+    record = steps.step(number)
+    if kind == "skeleton" and not learn.every_block_blank(record.skeleton):
         raise OutputError(
-            f"steps/step_{number:02d}.py is not an untouched skeleton (a TODO block has no "
-            f"None left): `python -m tools.learn reset {number:02d}` restores it."
+            f"{record.skeleton.relative_to(REPO)} is not an untouched skeleton (a TODO block has no "
+            f"None left): `python -m tools.learn reset {record.id}` restores it."
         )
     argv = [f"{number:02d}"] + (["--solutions"] if kind == "solution" else [])
     buffer = io.StringIO()
@@ -104,26 +97,28 @@ def example_mistake_output() -> str:
     """The checker's output on the solution with EXAMPLE_MISTAKE made, as if it
     were the learner's steps/step_NN.py."""
     from tests import check
-    from tests.mutants import apply, mistakes
+    from tests.mistakes import apply, mistakes
 
     number, name = EXAMPLE_MISTAKE
     mutant = next(m for m in mistakes(number) if m.name == name)
     with tempfile.TemporaryDirectory() as directory:
-        path = Path(directory) / f"step_{number:02d}.py"
-        path.write_text(apply(mutant, check.step_file(number, True).read_text()))
+        path = Path(directory) / steps.step(number).skeleton.name
+        path.write_text(apply(mutant, steps.step(number).solution.read_text()))
         buffer = io.StringIO()
         with plain_checker(), contextlib.redirect_stdout(buffer):
             check.main([f"{number:02d}", "--file", str(path)])
-    return buffer.getvalue().replace(str(path.resolve()), f"steps/step_{number:02d}.py")
+    return buffer.getvalue().replace(
+        str(path.resolve()), str(steps.step(number).skeleton.relative_to(REPO))
+    )
 
 
-def generate(steps: list[int] | None = None) -> dict[str, str]:
+def generate(numbers: list[int] | None = None) -> dict[str, str]:
     """File name -> content, for every output file the book includes."""
     files = {}
-    for number in book_steps() if steps is None else steps:
+    for number in steps.numbers() if numbers is None else numbers:
         for kind in KINDS:
             files[file_name(number, kind)] = checker_output(number, kind)
-    if steps is None:
+    if numbers is None:
         files["example-mistake.txt"] = example_mistake_output()
     return files
 
@@ -141,21 +136,20 @@ def write(files: dict[str, str], dest: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
     parser.add_argument("--dest", type=Path, default=OUTPUTS, help="folder to write into")
-    args = parser.parse_args(argv)
-    max_runtime.prepare()
-    try:
+
+    def run() -> None:
+        args = parser.parse_args(argv)
+        max_runtime.prepare()
         files = generate()
-    except OutputError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    write(files, args.dest)
-    shown = args.dest.resolve()
-    with contextlib.suppress(ValueError):
-        shown = shown.relative_to(REPO)
-    print(f"Wrote {len(files)} checker outputs to {shown}/.")
-    return 0
+        write(files, args.dest)
+        shown = args.dest.resolve()
+        with contextlib.suppress(ValueError):
+            shown = shown.relative_to(REPO)
+        print(f"Wrote {len(files)} checker outputs to {shown}/.")
+
+    return exit_status(run)
 
 
 if __name__ == "__main__":

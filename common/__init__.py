@@ -1,0 +1,9 @@
+"""Shared set-up, for every other room of the repository.
+
+- `steps`: one record per step of the tutorial (its title, files, page, task).
+- `cli`: the one error path of every command line (usage 2, failure 1).
+- `max_runtime`: starting MAX the same way in every process and its children.
+- `svg`: the few SVG shapes the book's figures and the attention map draw with.
+
+Nothing here imports the rest of the repository: every room may import it.
+"""

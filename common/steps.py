@@ -1,0 +1,119 @@
+"""One record per step: its number, title and every file that belongs to it.
+
+Every tool asks this module where a step's skeleton, solution, spec, hints,
+page, book outputs and pixi task are, and what the step is called; the book's
+headings, pixi's task descriptions and the README's table say the same titles
+(tests/test_titles.py).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+TITLES = {
+    1: "Model configuration",
+    2: "Causal masking",
+    3: "Layer normalization",
+    4: "Feed-forward network",
+    5: "Token embeddings",
+    6: "Position embeddings",
+    7: "Query, key and value projections",
+    8: "Attention with causal masking",
+    9: "Multi-head attention",
+    10: "Residual connections and pre-norm",
+    11: "The transformer block",
+    12: "Stacking blocks into GPT2Model",
+    13: "The language-model head",
+    14: "Generating text",
+    15: "Loading pretrained weights",
+    16: "Compiling the model",
+    17: "A KV cache",
+    18: "Serving GPT-2 with max serve",
+}
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    number: int
+    title: str
+
+    @property
+    def id(self) -> str:
+        """Two digits, as in every file name: "09"."""
+        return f"{self.number:02d}"
+
+    @property
+    def skeleton(self) -> Path:
+        """The exercise the learner fills in."""
+        return REPO / "steps" / f"step_{self.id}.py"
+
+    @property
+    def solution(self) -> Path:
+        return REPO / "solutions" / f"solution_{self.id}.py"
+
+    def file(self, solutions: bool = False) -> Path:
+        return self.solution if solutions else self.skeleton
+
+    @property
+    def module(self) -> str:
+        """The skeleton as an importable module (steps import earlier steps)."""
+        return f"steps.step_{self.id}"
+
+    @property
+    def spec_module(self) -> str:
+        """The checks and the mistakes they must name."""
+        return f"tests.specs.step_{self.id}"
+
+    @property
+    def spec(self) -> Path:
+        return REPO / "tests" / "specs" / f"step_{self.id}.py"
+
+    @property
+    def hints(self) -> Path:
+        """The step's own hint ladder, for when no check fails."""
+        return REPO / "steps" / "hints" / f"step_{self.id}.md"
+
+    @property
+    def try_it(self) -> list[Path]:
+        """The page's experiments (steps/try_it/step_NN_*.py)."""
+        return sorted((REPO / "steps" / "try_it").glob(f"step_{self.id}_*.py"))
+
+    @property
+    def page(self) -> Path:
+        return REPO / "docs" / "src" / f"step_{self.id}.md"
+
+    def output(self, kind: str) -> Path:
+        """What the checker prints on the skeleton or the solution, in the book."""
+        return REPO / "docs" / "src" / "outputs" / f"step_{self.id}-{kind}.txt"
+
+    @property
+    def task(self) -> str:
+        """pixi's task that checks the step."""
+        return f"s{self.id}"
+
+
+STEPS = tuple(StepRecord(number, title) for number, title in TITLES.items())
+
+
+def numbers() -> list[int]:
+    return [record.number for record in STEPS]
+
+
+def step(number: int) -> StepRecord:
+    return STEPS[number - 1]
+
+
+def parse_step(text: str) -> int:
+    """The step a learner means by "9", "09", "s09" or "step_09"; ValueError
+    with the accepted forms otherwise."""
+    match = re.fullmatch(r"s?(?:tep)?[_-]?0*(\d{1,2})", text.strip().lower())
+    if not match or int(match.group(1)) not in TITLES:
+        first, last = min(TITLES), max(TITLES)
+        raise ValueError(
+            f"unknown step {text!r}: steps are {first:02d}-{last:02d} (write 9, 09 or s09)"
+        )
+    return int(match.group(1))
