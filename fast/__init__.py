@@ -1,0 +1,10 @@
+"""A second, faster GPT-2: the tutorial's model with what makes decoding fast.
+
+`gpt2.py` runs the same weights as solutions/ with a KV cache written in
+place, bfloat16 weights on request, and on the CPU our own Mojo kernels
+(`kernels/`) for one token's products. It is not an exercise: the learner
+meets it through `python -m tools.generate` and the book's performance page;
+tests/test_fast.py holds it to the tutorial model's logits.
+
+It imports `solutions` and `common` only.
+"""

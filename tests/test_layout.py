@@ -1,0 +1,134 @@
+"""The repository's rooms and the one record per step.
+
+Imports between the top-level packages run one way, down this list: a room
+may import the rooms before it, never one after it (so there is no cycle).
+Test modules (tests/test_*.py) are leaves: they may import anything, and no
+other module imports them.
+"""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from common import steps
+from common.steps import REPO
+
+ROOMS = [
+    "common",  # shared set-up
+    "solutions",  # the reference the learner's steps mirror
+    "tests",  # the checker (tests/test_*.py aside)
+    "steps",  # the learner's exercises and experiments
+    "fast",  # the fast model
+    "gpt2_serving",  # the served architecture
+    "tools",  # the learner's commands
+    "devtools",  # the maintainers' tools
+]
+# A module much longer than 400 lines holds more than one idea; a spec is mostly data
+# (its mistakes and hint ladders) and is exempt.
+MAX_LINES = 450
+
+
+def is_test_module(path: Path) -> bool:
+    return path.parent.name == "tests" and path.name.startswith(("test_", "conftest"))
+
+
+def modules() -> list[Path]:
+    return sorted(
+        p for room in ROOMS for p in (REPO / room).rglob("*.py") if ".venv" not in p.parts
+    )
+
+
+def imported_rooms(path: Path) -> set[str]:
+    """The top-level rooms `path` imports (relative imports stay in its room)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        found.update(name.split(".")[0] for name in names if name.split(".")[0] in ROOMS)
+    return found
+
+
+def imports_test_module(path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.module.startswith("tests.test_")
+        ):
+            return True
+    return False
+
+
+def test_imports_run_one_way() -> None:
+    wrong = []
+    for path in modules():
+        if is_test_module(path):
+            continue
+        room = path.relative_to(REPO).parts[0]
+        later = {other for other in imported_rooms(path) if ROOMS.index(other) > ROOMS.index(room)}
+        if later:
+            wrong.append(f"{path.relative_to(REPO)} ({room}) imports {sorted(later)}")
+    assert not wrong, "imports against the rooms' order:\n" + "\n".join(wrong)
+
+
+def test_only_tests_import_tests() -> None:
+    wrong = [
+        str(p.relative_to(REPO))
+        for p in modules()
+        if not is_test_module(p) and imports_test_module(p)
+    ]
+    assert not wrong, f"modules that import a test module: {wrong}"
+
+
+def test_every_room_says_who_it_is_for() -> None:
+    for room in ROOMS:
+        init = REPO / room / "__init__.py"
+        if room in ("solutions", "steps"):
+            continue  # the exercises and their answers: the README introduces them
+        assert init.is_file() and ast.get_docstring(ast.parse(init.read_text())), room
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(REPO)))
+def test_module_holds_one_idea(path: Path) -> None:
+    if path.parent.name == "specs" or path.parts[-3:-1] == ("solutions",):
+        return
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_LINES, f"{lines} lines: cut it along its seams"
+
+
+def test_every_step_has_its_files() -> None:
+    tasks = tomllib.loads((REPO / "pixi.toml").read_text(encoding="utf-8"))["tasks"]
+    for record in steps.STEPS:
+        for path in (record.skeleton, record.solution, record.spec, record.hints, record.page):
+            assert path.is_file(), f"step {record.id}: {path.relative_to(REPO)} is missing"
+        for kind in ("skeleton", "solution"):
+            assert record.output(kind).is_file(), record.output(kind)
+        assert tasks[record.task]["cmd"] == f"python -m tests.check {record.id}"
+
+
+def test_no_step_file_without_a_record() -> None:
+    """A new spec, skeleton or page is added to common/steps.py too."""
+    numbered = {
+        "tests/specs": "step_[0-9][0-9].py",
+        "steps": "step_[0-9][0-9].py",
+        "solutions": "solution_[0-9][0-9].py",
+        "docs/src": "step_[0-9][0-9].md",
+    }
+    for folder, pattern in numbered.items():
+        found = {int(p.stem[-2:]) for p in (REPO / folder).glob(pattern)}
+        assert found == set(steps.numbers()), f"{folder}: {sorted(found ^ set(steps.numbers()))}"
+
+
+def test_parse_step_accepts_what_a_learner_types() -> None:
+    assert [steps.parse_step(t) for t in ("9", "09", "s09", "step_09", " S9 ")] == [9] * 5
+    for bad in ("0", "19", "x", ""):
+        with pytest.raises(ValueError, match="steps are 01-18"):
+            steps.parse_step(bad)
