@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from common import max_runtime
-from common.cli import Failure, UsageError, exit_status
+from common.cli import ArgumentParser, Failure, UsageError, exit_status
 from common.svg import INK, MASKED, MONO, MUTED, SANS, document, num, text
 
 CHECKPOINT_FILES = ("config.json", "model.safetensors", "tokenizer.json")
@@ -219,7 +219,7 @@ def heatmap_svg(weights: np.ndarray, labels: Sequence[str], *, title: str, subti
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m tools.attention_map", description=__doc__.splitlines()[0]
     )
     parser.add_argument(
@@ -280,8 +280,7 @@ def run(args: argparse.Namespace) -> Path:
 
 def main(argv: Sequence[str] | None = None) -> int:
     max_runtime.prepare()
-    args = parse_args(argv)
-    return exit_status(lambda: print(f"wrote {run(args)}"))
+    return exit_status(lambda: print(f"wrote {run(parse_args(argv))}"))
 
 
 if __name__ == "__main__":

@@ -11,11 +11,12 @@ import argparse
 import importlib
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from common import max_runtime, steps
-from common.cli import Failure, UsageError, exit_status, progress
+from common.cli import ArgumentParser, Failure, UsageError, exit_status, progress
 
 DEFAULT_MODEL = "openai-community/gpt2"
 CHECKPOINT_FILES = [
@@ -31,9 +32,7 @@ TUTORIAL_FLAGS = {"--eager": "eager", "--steps": "steps", "--step17": "step17"}
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m tools.generate", description=__doc__.splitlines()[0]
-    )
+    parser = ArgumentParser(prog="python -m tools.generate", description=__doc__.splitlines()[0])
     parser.add_argument("--prompt", required=True, help="the text to continue")
     parser.add_argument(
         "--max-new-tokens", type=int, default=40, help="tokens to generate (default 40)"
@@ -180,38 +179,75 @@ def code_modules(use_steps: bool):
     return tuple(modules)
 
 
-def load_model(directory: Path, model_class=None, *, load=None):
-    """`model_class` with the checkpoint's weights (step 15), or what
-    `load(directory)` builds, and its config."""
-    from solutions.solution_15 import CheckpointError, load_pretrained
+def checkpoint_model(directory: Path, build: Callable[[Path], Any]) -> Any:
+    """What `build(directory)` loads, a checkpoint it cannot use becoming a
+    Failure that names the directory."""
+    from solutions.solution_15 import CheckpointError
 
     try:
-        model = load(directory) if load else load_pretrained(directory, model_class)
+        return build(directory)
     except CheckpointError as error:
         raise Failure(f"Cannot use the checkpoint in {directory}: {error}") from None
-    return model, model.config
 
 
 def eager_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str], object]:
     """Your step 13/14 code (or the reference), eager, no cache."""
+    from solutions.solution_15 import load_pretrained
+
     model_module, generation = code_modules(args.steps)
-    model, config = load_model(directory, model_module.MaxGPT2LMHeadModel)
-    check_fits(args, tokenizer, config, cached=False)
+    model = checkpoint_model(
+        directory, lambda path: load_pretrained(path, model_module.MaxGPT2LMHeadModel)
+    )
+    check_fits(args, tokenizer, model.config, cached=False)
     pieces = generation.generate_text(
         model,
         tokenizer,
         args.prompt,
         args.max_new_tokens,
-        context_length=config.n_positions,
+        context_length=model.config.n_positions,
         **sampling,
     )
-    return pieces, config
+    return pieces, model.config
+
+
+# A compiled engine: load(args, directory, device) -> (config, tokens), where
+# tokens(prompt_ids, **sampling) compiles the model and yields token ids.
+TokenSource = Callable[..., Iterator[int]]
+
+
+def load_fast(args, directory: Path, device) -> tuple[Any, TokenSource]:
+    """fast/gpt2.py: a cache written in place, our kernels on the CPU, any
+    device and dtype."""
+    from fast import gpt2 as fast_gpt2
+
+    dtype = fast_gpt2.DTYPES[args.dtype]
+    model = checkpoint_model(
+        directory, lambda path: fast_gpt2.load(path, dtype=dtype, device=device)
+    )
+
+    def tokens(prompt_ids: list[int], **sampling) -> Iterator[int]:
+        generator = fast_gpt2.FastGenerator(model)  # compiles its two graphs
+        return generator.generate(prompt_ids, args.max_new_tokens, **sampling)
+
+    return model.config, tokens
+
+
+def load_step17(args, directory: Path, device) -> tuple[Any, TokenSource]:
+    """Step 17's compiled model with its KV cache (--step17)."""
+    from solutions.solution_15 import load_pretrained
+    from solutions.solution_17 import CachedGPT2LMHeadModel, compile_cached, generate_cached
+
+    model = checkpoint_model(directory, lambda path: load_pretrained(path, CachedGPT2LMHeadModel))
+
+    def tokens(prompt_ids: list[int], **sampling) -> Iterator[int]:
+        forward = compile_cached(model)
+        return generate_cached(forward, model.config, prompt_ids, args.max_new_tokens, **sampling)
+
+    return model.config, tokens
 
 
 def compiled_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str], object]:
-    """The compiled model with a KV cache: fast/gpt2.py (a cache written
-    in place, our kernels on the CPU, any device and dtype), or step 17's
-    with --step17."""
+    """The compiled model with a KV cache: fast/gpt2.py, or step 17's with --step17."""
     from fast import gpt2 as fast_gpt2
     from solutions.solution_14 import decode_stream
 
@@ -219,29 +255,13 @@ def compiled_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str]
         device = fast_gpt2.device_from_name(args.device or fast_gpt2.default_device_name())
     except ValueError as error:
         raise UsageError(str(error)) from None
-    fast = not args.step17
-    if fast:
-        dtype = fast_gpt2.DTYPES[args.dtype]
-        model, config = load_model(
-            directory, load=lambda path: fast_gpt2.load(path, dtype=dtype, device=device)
-        )
-    else:
-        from solutions.solution_17 import CachedGPT2LMHeadModel
-
-        model, config = load_model(directory, CachedGPT2LMHeadModel)
+    engine, load = ("step 17", load_step17) if args.step17 else ("fast/gpt2.py", load_fast)
+    config, tokens_for = load(args, directory, device)
     check_fits(args, tokenizer, config, cached=True)
-    engine = "fast/gpt2.py" if fast else "step 17"
     prompt_ids = tokenizer.encode(args.prompt)
     what = f"compiling the model ({engine}, {args.dtype} on {device.label})"
     with progress(what, note="the first time on a machine: a few minutes; then seconds"):
-        if fast:
-            generator = fast_gpt2.FastGenerator(model)  # compiles its two graphs
-            tokens = generator.generate(prompt_ids, args.max_new_tokens, **sampling)
-        else:
-            from solutions.solution_17 import compile_cached, generate_cached
-
-            forward = compile_cached(model)
-            tokens = generate_cached(forward, config, prompt_ids, args.max_new_tokens, **sampling)
+        tokens = tokens_for(prompt_ids, **sampling)
     print(file=sys.stderr, flush=True)
     return decode_stream(tokenizer, tokens), config
 

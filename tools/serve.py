@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from common import max_runtime
-from common.cli import Failure, UsageError, exit_status, progress
+from common.cli import ArgumentParser, Failure, UsageError, exit_status, progress
 from common.steps import REPO
 from tools.generate import DEFAULT_MODEL, checkpoint_directory
 
@@ -30,9 +30,7 @@ STOP_SECONDS = 20  # a graceful stop gets this long before SIGKILL
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m tools.serve", description=__doc__.splitlines()[0]
-    )
+    parser = ArgumentParser(prog="python -m tools.serve", description=__doc__.splitlines()[0])
     parser.add_argument("--weights", type=Path, help="a local checkpoint directory (fully offline)")
     parser.add_argument(
         "--model", default=DEFAULT_MODEL, help=f"Hugging Face model id (default {DEFAULT_MODEL})"
