@@ -1,4 +1,4 @@
-"""devtools/mutate.py: it mutates only what the learner writes, with every kind of
+"""devtools/mutate/: it mutates only what the learner writes, with every kind of
 change the issue asks for, its equivalents file is current, and a fixed
 sample of mutants is killed (the full run: `python -m devtools.mutate`)."""
 
@@ -12,7 +12,8 @@ import pytest
 
 from common import max_runtime, steps
 from common.steps import REPO
-from devtools import mutate
+from devtools.mutate.operators import learner_lines, mutants
+from devtools.mutate.running import load_equivalents
 
 STEPS = [n for n in steps.numbers() if steps.step(n).skeleton.is_file()]
 SAMPLE = 3  # mutants per step in this test, the same ones every run
@@ -20,9 +21,9 @@ SAMPLE = 3  # mutants per step in this test, the same ones every run
 
 @pytest.mark.parametrize("number", STEPS)
 def test_mutants_change_only_learner_lines(number: int) -> None:
-    lines = mutate.learner_lines(number)
+    lines = learner_lines(number)
     solution = steps.step(number).solution.read_text().splitlines()
-    found = mutate.mutants(number)
+    found = mutants(number)
     assert found, f"no mutant for step {number:02d}"
     for mutant in found:
         changed = difflib.SequenceMatcher(
@@ -36,7 +37,7 @@ def test_mutants_change_only_learner_lines(number: int) -> None:
 
 def test_learner_lines_are_the_todo_blocks() -> None:
     solution = steps.step(14).solution.read_text().splitlines()
-    lines = mutate.learner_lines(14)
+    lines = learner_lines(14)
 
     def line_of(text: str) -> int:
         return next(i for i, line in enumerate(solution, 1) if text in line)
@@ -48,7 +49,7 @@ def test_learner_lines_are_the_todo_blocks() -> None:
 
 
 def test_every_kind_of_change_is_made() -> None:
-    kinds = {m.operator for n in STEPS for m in mutate.mutants(n)}
+    kinds = {m.operator for n in STEPS for m in mutants(n)}
     assert kinds >= {
         "arithmetic",
         "comparison",
@@ -64,13 +65,13 @@ def test_every_kind_of_change_is_made() -> None:
 
 def test_mutant_keys_are_unique() -> None:
     for number in STEPS:
-        keys = [m.key for m in mutate.mutants(number)]
+        keys = [m.key for m in mutants(number)]
         assert len(keys) == len(set(keys)), number
 
 
 def test_equivalents_name_existing_mutants_with_a_reason() -> None:
-    keys = {(n, m.key) for n in STEPS for m in mutate.mutants(n)}
-    for (number, key), reason in mutate.load_equivalents().items():
+    keys = {(n, m.key) for n in STEPS for m in mutants(n)}
+    for (number, key), reason in load_equivalents().items():
         assert (number, key) in keys or number not in STEPS, f"stale entry: step {number}: {key}"
         assert len(reason.split()) >= 4, f"give the reason: step {number}: {key}"
 
