@@ -86,6 +86,13 @@ def config_field_of(config: GPT2Config, size: int) -> str | None:
     return None
 
 
+def sized(config: GPT2Config, size: int, unit: str) -> str:
+    """`size` `unit`, and in brackets the config field that holds the size, if
+    one does: "1024 rows (config.n_positions)"."""
+    field = config_field_of(config, size)
+    return f"{size} {unit}" + (f" ({field})" if field else "")
+
+
 def build_embeddings(ctx, name: str, config: GPT2Config):
     """ctx.build(name, config), saying why Embedding(rows, width) raises."""
     from tests.checker import Fail
@@ -139,18 +146,13 @@ def expect_tables(module, config: GPT2Config, tables: dict[str, tuple[str, str]]
             continue
         said = []
         if shape[0] != rows:
-            field = config_field_of(config, shape[0])
             said.append(
-                f"{shape[0]} rows"
-                + (f" ({field})" if field else "")
-                + f", it needs one per {row_of}: config.{rows_field} = {rows}"
+                f"{sized(config, shape[0], 'rows')}, it needs one per {row_of}: "
+                f"config.{rows_field} = {rows}"
             )
         if shape[1] != width:
-            field = config_field_of(config, shape[1])
             said.append(
-                f"rows {shape[1]} wide"
-                + (f" ({field})" if field else "")
-                + f", each row is config.n_embd = {width} wide"
+                f"rows {sized(config, shape[1], 'wide')}, each row is config.n_embd = {width} wide"
             )
         raise Fail(
             f"{name} has shape {list(shape)}, expected {list((rows, width))}: "

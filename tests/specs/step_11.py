@@ -7,8 +7,8 @@ from tests.specs.common import (
     BATCH,
     SEQ,
     block_shapes,
-    config_field_of,
     shared_parameters,
+    sized,
     small_config,
 )
 
@@ -30,11 +30,10 @@ def expect_own_parts(block, config) -> None:
             )
     shape = parameter_shapes(block).get("mlp.c_fc.weight")
     if shape and len(shape) == 2 and shape[1] == config.n_embd and shape[0] != config.n_inner:
-        field = config_field_of(config, shape[0])
         raise Fail(
-            f"mlp.c_fc.weight has shape {list(shape)}: the MLP is {shape[0]} wide inside"
-            + (f" ({field})" if field else "")
-            + f"; GPT-2's MLP is config.n_inner = {config.n_inner} wide.",
+            f"mlp.c_fc.weight has shape {list(shape)}: the MLP is "
+            f"{sized(config, shape[0], 'wide')} inside; GPT-2's MLP is config.n_inner = "
+            f"{config.n_inner} wide.",
             "GPT2MLP(intermediate_size, config) takes its inner width first: the width "
             "c_fc expands to, which the config holds as n_inner (4 * n_embd for GPT-2).",
         )
@@ -276,7 +275,7 @@ MISTAKES = [
         "MLP width n_embd",
         "GPT2MLP(config.n_inner, config)",
         "GPT2MLP(config.n_embd, config)",
-        "the MLP is 64 wide inside (config.n_embd)",
+        "the MLP is 64 wide (config.n_embd) inside",
     ),
     Mutant(
         "MLP first",
