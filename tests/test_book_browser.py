@@ -185,11 +185,6 @@ def browse(chromium: Path, site: str, tmp_path_factory: pytest.TempPathFactory):
     return load
 
 
-def page_text(dom: Node) -> str:
-    main = dom.find_all("main")
-    return (main[0] if main else dom).text()
-
-
 # -- what a reader sees ---------------------------------------------------------
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from common import max_runtime
+from common import max_runtime, steps
 from common.steps import REPO
 
-EXPERIMENTS = sorted(p for p in (REPO / "steps" / "try_it").glob("step_*.py"))
+EXPERIMENTS = [script for record in steps.STEPS for script in record.try_it]
 
 
 def test_there_are_experiments() -> None:
@@ -36,6 +36,5 @@ def test_experiment_runs_and_prints(script: Path) -> None:
 
 @pytest.mark.parametrize("script", EXPERIMENTS, ids=lambda path: path.stem)
 def test_experiment_is_in_its_page(script: Path) -> None:
-    number = script.stem.split("_")[1]
-    page = (REPO / "docs" / "src" / f"step_{number}.md").read_text(encoding="utf-8")
+    page = steps.step(int(script.stem.split("_")[1])).page.read_text(encoding="utf-8")
     assert f"{{{{#include ../../steps/try_it/{script.name}}}}}" in page
