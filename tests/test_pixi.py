@@ -41,6 +41,7 @@ KNOWN_TASKS = {
     "build-book": "test_build_book_builds",
     "generate": "test_generate_task_rejects_an_empty_prompt",
     "bench": "test_bench_task_runs_the_benchmark",
+    "serve-bench": "test_serve_bench_task_rejects_a_missing_checkpoint",
     "mutate": "test_mutate_task_lists_the_mutants",
     "status": "test_learner_loop_tasks_run_tools_learn",
     "next": "test_learner_loop_tasks_run_tools_learn",
@@ -214,7 +215,8 @@ def test_tasks_live_where_pixi_run_finds_them() -> None:
     assert owners["test"] == owners["bench"] == "test"  # both need torch and transformers
     assert owners["book"] == owners["build-book"] == "docs"
     assert owners["serve"] == "serve"  # needs max[serve]
-    others = set(owners) - {"test", "bench", "book", "build-book", "serve"}
+    assert owners["serve-bench"] == "test"  # max[serve], torch and transformers
+    others = set(owners) - {"test", "bench", "serve-bench", "book", "build-book", "serve"}
     assert {owners[name] for name in others} == {"default"}
 
 
@@ -285,6 +287,15 @@ def test_bench_task_runs_the_benchmark() -> None:
     result = run_task("bench", "--help")
     assert result.returncode == 0, explain(result)
     assert "transformers" in result.stdout
+
+
+def test_serve_bench_task_rejects_a_missing_checkpoint(tmp_path: Path) -> None:
+    """The serving benchmark takes minutes; the task must be the module and
+    reject a directory that is not a checkpoint before it starts anything."""
+    assert tasks()["serve-bench"][1] == "python -m devtools.serve_bench"
+    result = run_task("serve-bench", "--weights", str(tmp_path / "missing"))
+    assert result.returncode == 2, explain(result)
+    assert "not a checkpoint" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_serve_task_rejects_a_missing_checkpoint(tmp_path: Path) -> None:

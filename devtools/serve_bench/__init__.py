@@ -1,0 +1,22 @@
+"""Serving GPT-2 under load: `python -m devtools.serve_bench`.
+
+    python -m devtools.serve_bench [--weights DIR] [--json F] [--quick]
+
+A GPT-2 124M-shaped checkpoint is made locally (random weights, nothing
+downloaded) unless --weights names one. Then, one contender at a time, never
+two at once on the machine:
+
+1. `max serve` with our GPT-2 (tools.serve; 127.0.0.1, a free port): a real
+   session recorded for the book, then streamed greedy completions at
+   concurrency 1, 4, 16 and 64 (`load.py`), and once MAX's own load generator,
+   `max benchmark`, against the same server as a cross-check (`cross_check.py`,
+   when the `max[benchmark]` extra is installed).
+2. After the server stops, the peers (`peers.py`): transformers' `generate`,
+   batched at the same concurrency (left-padded), and our fast model
+   (fast/gpt2.py) on one stream.
+
+Each level reports throughput (generated tokens/s over the wall time), time
+to first token (TTFT) and inter-token latency (ITL), median and 99th
+percentile (`report.py` writes docs/src/bench/serve.md, serve.json and
+serve.png).
+"""

@@ -1,0 +1,96 @@
+"""The serving results as the book shows them: a table per metric, the goals
+met or not, and a plot; all from the JSON data alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+SERVER = "max serve (our GPT-2)"
+BATCHED = "transformers `generate`, batched"
+
+
+def level(rows: list[dict], concurrency: int) -> dict | None:
+    return next((row for row in rows if row["concurrency"] == concurrency), None)
+
+
+def latency(stats: dict) -> str:
+    if stats.get("p50") is None:
+        return ""
+    return f"{stats['p50']:.0f} / {stats['p99']:.0f} ms"
+
+
+def row(name: str, stats: dict) -> str:
+    return (
+        f"| {name} | {stats['concurrency']} | {stats['tokens_per_second']:.1f} | "
+        f"{latency(stats['ttft_ms'])} | {latency(stats['itl_ms'])} |"
+    )
+
+
+def table(data: dict) -> str:
+    lines = [
+        f"Measured on {data['machine']}; a GPT-2 124M-shaped checkpoint, "
+        f"{data['max_tokens']} greedy tokens per request, one contender at a time.",
+        "",
+        "| contender | concurrency | tokens/s | TTFT p50 / p99 | ITL p50 / p99 |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [row(SERVER, stats) for stats in data["server"]]
+    checked = data.get("cross_check") or {}
+    if "skipped" in checked:
+        lines.append(f"| `max benchmark` against the same server | | {checked['skipped']} | | |")
+    elif checked:
+        lines.append(row("`max benchmark` against the same server", checked))
+    lines += [row(BATCHED, stats) for stats in data["transformers"]]
+    lines.append(row("ours, fast (fast/gpt2.py), one stream", data["fast"]))
+    return "\n".join(lines + ["", *goals(data)]) + "\n"
+
+
+def goals(data: dict) -> list[str]:
+    """The serving goals, each with the numbers that decide it."""
+    said = []
+    one = level(data["server"], 1)
+    if one:
+        fast = data["fast"]["tokens_per_second"]
+        ratio = one["tokens_per_second"] / fast
+        verdict = "met" if ratio >= 1 else "missed"
+        said.append(
+            f"- Concurrency 1 at least our fast path's one stream: {one['tokens_per_second']:.1f} "
+            f"vs {fast:.1f} tokens/s ({ratio:.2f}x): {verdict}."
+        )
+    served, batched = level(data["server"], 16), level(data["transformers"], 16)
+    if served and batched:
+        ratio = served["tokens_per_second"] / batched["tokens_per_second"]
+        verdict = "met" if ratio >= 3 else "missed"
+        said.append(
+            f"- Concurrency 16 at least 3x transformers batched: {served['tokens_per_second']:.1f}"
+            f" vs {batched['tokens_per_second']:.1f} tokens/s ({ratio:.2f}x): {verdict}."
+        )
+    return said
+
+
+def plot(data: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(7, 3.8))
+    for rows, label, colour in (
+        (data["server"], "max serve (our GPT-2)", "#4c72b0"),
+        (data["transformers"], "transformers generate, batched", "#999999"),
+    ):
+        levels = [r["concurrency"] for r in rows]
+        axis.plot(levels, [r["tokens_per_second"] for r in rows], "o-", label=label, color=colour)
+    axis.axhline(
+        data["fast"]["tokens_per_second"],
+        ls="--",
+        color="#dd8452",
+        label="fast/gpt2.py, one stream",
+    )
+    axis.set_xscale("log", base=2)
+    axis.set_xlabel("concurrent requests")
+    axis.set_ylabel("generated tokens / s")
+    axis.set_title(f"GPT-2 124M shapes, {data['max_tokens']} greedy tokens per request")
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)

@@ -1,0 +1,97 @@
+"""The server's turn: `max serve` up, a session recorded, every load level
+measured, then the server stopped before any peer runs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import socket
+import urllib.request
+from pathlib import Path
+
+from common.cli import progress
+from devtools.serve_bench import cross_check
+from devtools.serve_bench.load import PROMPTS, completion_body, run_level, token_arrivals
+from tools.serve import SERVED_NAME, max_serve_command, start, stop, wait_ready
+
+SESSION_PROMPT = "The quick brown fox"
+# Lines of MAX's log worth showing in the book (they carry no timings of ours).
+LOG_MARKERS = (
+    "architecture   :",
+    "pipeline_model :",
+    "devices               :",
+    "cache_dtype",
+    "page_size",
+    "max_batch_size:",
+    "Server ready",
+)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def post_json(url: str, body: dict, timeout: float = 120) -> dict:
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return json.loads(response.read())
+
+
+def record_session(base_url: str, log_text: str) -> str:
+    """What a reader sees: the server's log lines, a curl call and its answer."""
+    body = {"model": SERVED_NAME, "prompt": SESSION_PROMPT, "max_tokens": 8, "temperature": 0}
+    answer = post_json(f"{base_url}/v1/completions", body)
+    log_lines = [
+        line.split(" ", 1)[-1]  # drop MAX's wall-clock timestamp
+        for line in log_text.splitlines()
+        if any(marker in line for marker in LOG_MARKERS)
+    ]
+    curl = (
+        f"curl -s {base_url}/v1/completions -H 'Content-Type: application/json' \\\n"
+        f"  -d {shlex.quote(json.dumps(body))}"
+    )
+    shown = {
+        "choices": answer["choices"],
+        "usage": {k: answer["usage"][k] for k in ("prompt_tokens", "completion_tokens")},
+    }
+    text = (
+        "$ python -m tools.serve --weights CHECKPOINT --port PORT\n"
+        + "\n".join(log_lines)
+        + f"\n\n$ {curl}\n"
+        + json.dumps(shown, indent=2)
+        + "\n"
+    )
+    return text.replace(base_url, "http://127.0.0.1:PORT")
+
+
+def measure_server(args: argparse.Namespace, directory: Path, scratch: Path) -> dict:
+    """Start the server, measure every level (and the cross-check), stop it."""
+    port = free_port()
+    serve_args = argparse.Namespace(
+        host="127.0.0.1", port=port, max_batch_size=max(args.concurrency), device=args.device
+    )
+    base_url = f"http://127.0.0.1:{port}"
+    log_path = scratch / "max-serve.log"
+    with open(log_path, "w") as log:
+        server = start(max_serve_command(serve_args, directory), log)
+        try:
+            with progress("max serve: loading and compiling the model"):
+                wait_ready(server, base_url, args.startup_timeout)
+            session = record_session(base_url, log_path.read_text())
+            token_arrivals(base_url, completion_body(SERVED_NAME, PROMPTS[0], 4))  # warm-up
+            levels = []
+            for concurrency in args.concurrency:
+                with progress(f"max serve: concurrency {concurrency}"):
+                    requests = max(args.requests, 2 * concurrency)
+                    levels.append(
+                        run_level(base_url, SERVED_NAME, concurrency, requests, args.max_tokens)
+                    )
+            checked = cross_check.run(args, directory, port, scratch)
+        finally:
+            stop(server)
+    return {"levels": levels, "cross_check": checked, "session": session}

@@ -1,0 +1,77 @@
+"""devtools/serve_bench: the statistics, the padding, the report and the
+command line (the full run starts a server: `python -m devtools.serve_bench`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from devtools.serve_bench import report
+from devtools.serve_bench.__main__ import main
+from devtools.serve_bench.load import percentile, summarize
+from devtools.serve_bench.peers import StepClock, left_padded
+
+
+def test_percentile_interpolates_between_ranks() -> None:
+    assert percentile([3.0, 1.0, 2.0], 50) == 2.0
+    assert percentile([0.0, 10.0], 99) == pytest.approx(9.9)
+    with pytest.raises(ValueError):
+        percentile([], 50)
+
+
+def test_every_token_event_counts_even_without_text() -> None:
+    """Two requests of three tokens: TTFT from the first event, ITL from the
+    gaps between events, throughput over the level's wall time."""
+    stats = summarize([[0.1, 0.2, 0.3], [0.2, 0.4, 0.6]], seconds=1.0, concurrency=2)
+    assert stats["tokens"] == 6 and stats["tokens_per_second"] == 6.0
+    assert stats["ttft_ms"]["p50"] == pytest.approx(150.0)
+    assert stats["itl_ms"]["p50"] == pytest.approx(150.0)  # gaps 0.1, 0.1, 0.2, 0.2
+    assert stats["itl_ms"]["p99"] == pytest.approx(200.0)
+
+
+def test_left_padding_right_aligns_every_prompt() -> None:
+    ids, mask = left_padded([[5, 6, 7], [8]], pad_id=0)
+    assert ids.tolist() == [[5, 6, 7], [0, 0, 8]]
+    assert mask.tolist() == [[1, 1, 1], [0, 0, 1]]
+
+
+def test_the_step_clock_skips_the_prompt() -> None:
+    clock = StepClock()
+    for value in ("prompt", "token 1", "token 2"):
+        clock.put(value)
+    assert len(clock.steps) == 2
+
+
+def level(concurrency: int, tokens_per_second: float) -> dict:
+    latency = {"p50": 10.0, "p99": 20.0}
+    return dict(
+        concurrency=concurrency,
+        tokens_per_second=tokens_per_second,
+        ttft_ms=latency,
+        itl_ms=latency,
+    )
+
+
+def test_the_report_names_the_machine_and_judges_the_goals() -> None:
+    data = {
+        "machine": "a test machine",
+        "max_tokens": 32,
+        "server": [level(1, 30.0), level(16, 330.0)],
+        "cross_check": {"skipped": "max benchmark needs the extra"},
+        "transformers": [level(1, 40.0), level(16, 100.0)],
+        "fast": level(1, 40.0),
+    }
+    text = report.table(data)
+    assert "Measured on a test machine" in text
+    assert "30.0 vs 40.0 tokens/s (0.75x): missed" in text
+    assert "330.0 vs 100.0 tokens/s (3.30x): met" in text
+    assert "max benchmark needs the extra" in text
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--concurrency", "0"], ["--max-tokens", "1"], ["--bogus"], ["--weights", "/nonexistent"]],
+)
+def test_bad_input_is_a_usage_error(argv: list[str], capsys: pytest.CaptureFixture) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err
