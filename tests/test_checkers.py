@@ -159,6 +159,18 @@ def test_exception_points_at_the_learners_line(tmp_path: Path) -> None:
     assert len(outcome.message.splitlines()) <= 2 + MAX_CAUSE_LINES, outcome.message
 
 
+def test_a_max_error_keeps_its_cause_and_drops_its_advice(tmp_path: Path) -> None:
+    """A reshape to the wrong size: MAX's message holds the operand and the
+    cause, but also a code example and advice to override its check with a
+    rebind. The learner sees the first two only."""
+    old = "tensor = tensor.reshape([batch, seq_length, num_heads, attn_head_size])"
+    path = learner_file(tmp_path, 9, old, old.replace("attn_head_size", "num_heads"))
+    outcome = failures(run_step(load_spec(9), path))[0]
+    assert "input and output number of elements must match" in outcome.message
+    assert "shape=[Dim(2), Dim(7), Dim(64)]" in outcome.message
+    assert "rebind" not in outcome.message and "```" not in outcome.message
+
+
 def test_a_hanging_check_is_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CHECK_TIME_LIMIT", "2")
     path = learner_file(

@@ -63,10 +63,29 @@ OPERAND = re.compile(r"^\s*\w+ = Tensor(?:Value|Type)\(")
 MAX_CAUSE_LINES = 6
 
 
+def without_examples(lines: list[str]) -> list[str]:
+    """The lines outside MAX's code examples ("Ex: ```" ... "```"): an example
+    of how to reshape in general says nothing about the learner's reshape."""
+    kept, inside = [], False
+    for line in lines:
+        fence = line.strip().endswith("```")
+        if fence and (inside or line.strip().startswith("Ex:")):
+            inside = not inside
+        elif not inside:
+            kept.append(line)
+    return kept
+
+
+def is_advice(line: str) -> bool:
+    """MAX's advice on debugging MAX (MODULAR_DEBUG) or on overriding its shape
+    checks (a rebind): nothing about the learner's mistake, and a bad idea for it."""
+    return "MODULAR_DEBUG" in line or line.startswith("If you are confident")
+
+
 def explanation(message: str, limit: int = 240) -> list[str]:
     """The lines of an error message that name its cause: the first line, then,
     for MAX's multi-line errors, the operands and the closing paragraph."""
-    lines = [line.rstrip() for line in str(message).splitlines()]
+    lines = without_examples([line.rstrip() for line in str(message).splitlines()])
     first = first_line(message, limit)
     rest = [line.strip() for line in lines[1:] if line.strip()]
     if not rest:
@@ -77,8 +96,8 @@ def explanation(message: str, limit: int = 240) -> list[str]:
     cause = [
         line
         for line in closing
-        if line not in operands and not line.endswith(":") and "MODULAR_DEBUG" not in line
-    ]  # MAX's advice on its own debugging says nothing about the learner's mistake
+        if line not in operands and not line.endswith(":") and not is_advice(line)
+    ]
     picked = operands + cause
     shortened = [line if len(line) <= limit else line[: limit - 3] + "..." for line in picked]
     return [first] + shortened[-MAX_CAUSE_LINES:]
