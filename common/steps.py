@@ -95,6 +95,13 @@ class StepRecord:
         """pixi's task that checks the step."""
         return f"s{self.id}"
 
+    def check_command(self, flag: str = "") -> str:
+        """The command that checks the step, as pixi users and pip users type it:
+        "`pixi run s09` (pip: `python -m tests.check 09`)"."""
+        # pixi's sNN tasks take no flags; its `check` task passes them on.
+        pixi = f"pixi run check {self.id}{flag}" if flag else f"pixi run {self.task}"
+        return f"`{pixi}` (pip: `python -m tests.check {self.id}{flag}`)"
+
 
 STEPS = tuple(StepRecord(number, title) for number, title in TITLES.items())
 

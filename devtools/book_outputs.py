@@ -72,10 +72,10 @@ def plain_checker() -> Iterator[None]:
 def checker_output(number: int, kind: str) -> str:
     """What `python -m tests.check NN [--solutions]` prints, with CHECK_PLAIN=1."""
     from tests import check
-    from tools import learn
+    from tools.learning.skeletons import every_block_blank
 
     record = steps.step(number)
-    if kind == "skeleton" and not learn.every_block_blank(record.skeleton):
+    if kind == "skeleton" and not every_block_blank(record.skeleton):
         raise OutputError(
             f"{record.skeleton.relative_to(REPO)} is not an untouched skeleton (a TODO block has no "
             f"None left): `python -m tools.learn reset {record.id}` restores it."

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from common.cli import ArgumentParser, Failure, UsageError, exit_status
+
 TYPES = ("f32", "bf16", "q8_0")
 INSTALL = 'pip install -e ".[peers]"'
 # Hugging Face GPT-2 name (after "transformer.") -> llama.cpp GGUF name.
@@ -207,26 +209,30 @@ class LlamaGenerator:
             llm.eval([token])
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = ArgumentParser(
         prog="python -m devtools.llama_peer", description=__doc__.splitlines()[0]
     )
     parser.add_argument("directory", type=Path, help="checkpoint: config.json, model.safetensors")
     parser.add_argument("out", type=Path, help="the GGUF file to write")
     parser.add_argument("--type", choices=TYPES, default="f32")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def convert(args: argparse.Namespace) -> None:
     for needed in ("config.json", "model.safetensors"):
         if not (args.directory / needed).is_file():
-            print(f"error: {args.directory / needed} does not exist.", file=sys.stderr)
-            return 2
+            raise UsageError(f"{args.directory / needed} does not exist.")
     try:
         import gguf  # noqa: F401
-    except ImportError:
-        print(f"error: the gguf package is missing: `{INSTALL}`.", file=sys.stderr)
-        return 1
+    except ImportError as error:
+        raise Failure(f"the gguf package is missing: `{INSTALL}`.") from error
     write_gguf(args.directory, args.out, args.type)
     print(f"wrote {args.out} ({args.out.stat().st_size / 2**20:.1f} MiB, {args.type})")
-    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return exit_status(lambda: convert(parse_args(argv)))
 
 
 if __name__ == "__main__":

@@ -77,7 +77,7 @@ def check_one(
             following = steps.step(later[0])
             print(
                 f"Next: open {display_path(following.skeleton)}, then run "
-                f"{both_forms(following.number)}."
+                f"{following.check_command()}."
             )
     else:
         print(report.red(f"\nStep {step_id}: {done}/{len(outcomes)} checks pass{timing}."))
@@ -88,12 +88,6 @@ def check_one(
                 "gives a hint for the check that fails."
             )
     return ok
-
-
-def both_forms(number: int, flag: str = "") -> str:
-    """The command that checks step `number`, for pixi and for pip."""
-    pixi = f"pixi run s{number:02d}{flag}" if not flag else f"pixi run check {number:02d}{flag}"
-    return f"`{pixi}` (pip: `python -m tests.check {number:02d}{flag}`)"
 
 
 def check_all(solutions: bool, worker: CheckProcess) -> bool:
@@ -135,7 +129,8 @@ def check_all(solutions: bool, worker: CheckProcess) -> bool:
     failing = [n for n, ok in results.items() if not ok]
     if failing:
         flag = " --solutions" if solutions else ""
-        print(f"Next: step {failing[0]:02d}: {both_forms(failing[0], flag)} shows why.")
+        first = steps.step(failing[0])
+        print(f"Next: step {first.id}: {first.check_command(flag)} shows why.")
     return not failing
 
 

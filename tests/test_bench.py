@@ -1,4 +1,4 @@
-"""tools/bench: the statistics and JSON layer (no timing assertions), and a
+"""devtools/bench: the statistics and JSON layer (no timing assertions), and a
 smoke run of the whole benchmark on a tiny model."""
 
 from __future__ import annotations
@@ -12,36 +12,41 @@ import pytest
 
 from common import max_runtime
 from common.steps import REPO
-from devtools import bench, llama_peer
+from devtools import llama_peer
+from devtools.bench.contenders import Contender
+from devtools.bench.machine import ceiling_fractions, is_busy
+from devtools.bench.measuring import results_from
+from devtools.bench.reporting import format_report, output_suffix, over_ceiling, render
+from devtools.bench.stats import paired_ratios, round_orders, summary
 
 TINY = '{"vocab_size": 300, "n_positions": 64, "n_embd": 64, "n_layer": 2, "n_head": 4}'
 
 
 def test_summary_gives_median_spread_and_quartiles() -> None:
-    stats = bench.summary([5.0, 1.0, 3.0, 2.0, 4.0])
+    stats = summary([5.0, 1.0, 3.0, 2.0, 4.0])
     assert (stats["median"], stats["min"], stats["max"]) == (3.0, 1.0, 5.0)
     assert (stats["q1"], stats["q3"], stats["n"]) == (2.0, 4.0, 5)
     assert stats["samples"] == [5.0, 1.0, 3.0, 2.0, 4.0]  # in measurement order
-    assert bench.summary([7.0])["q1"] == bench.summary([7.0])["q3"] == 7.0
+    assert summary([7.0])["q1"] == summary([7.0])["q3"] == 7.0
     with pytest.raises(ValueError):
-        bench.summary([])
+        summary([])
 
 
 def test_rounds_rotate_so_no_contender_always_goes_first() -> None:
-    orders = bench.round_orders(["a", "b", "c"], 4)
+    orders = round_orders(["a", "b", "c"], 4)
     assert orders == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]]
     assert all(sorted(order) == ["a", "b", "c"] for order in orders)
 
 
 def test_ratios_are_paired_round_by_round() -> None:
-    assert bench.paired_ratios([10.0, 30.0], [5.0, 10.0]) == [2.0, 3.0]
+    assert paired_ratios([10.0, 30.0], [5.0, 10.0]) == [2.0, 3.0]
     with pytest.raises(ValueError):
-        bench.paired_ratios([1.0], [1.0, 2.0])
+        paired_ratios([1.0], [1.0, 2.0])
 
 
 def test_busy_uses_other_processes_cpu_when_known() -> None:
-    assert bench.is_busy(0.0, 0.5, 2) and not bench.is_busy(9.0, 0.05, 2)
-    assert bench.is_busy(1.0, None, 2) and not bench.is_busy(0.1, None, 2)
+    assert is_busy(0.0, 0.5, 2) and not is_busy(9.0, 0.05, 2)
+    assert is_busy(1.0, None, 2) and not is_busy(0.1, None, 2)
 
 
 def fake_data() -> dict:
@@ -55,10 +60,10 @@ def fake_data() -> dict:
         prefill={"transformers": [900.0] * 3, "fast": [1500.0] * 3},
     )
     contenders = [
-        bench.Contender("transformers", "transformers (PyTorch, float32)", None),
-        bench.Contender("fast", "ours, fast", None, compile_s=3.0),
+        Contender("transformers", "transformers (PyTorch, float32)", None),
+        Contender("fast", "ours, fast", None, compile_s=3.0),
     ]
-    per_contender, ratios = bench.results_from(contenders, raw, (32, 128), ["transformers"])
+    per_contender, ratios = results_from(contenders, raw, (32, 128), ["transformers"])
     return dict(
         machine="test machine",
         device="cpu",
@@ -75,12 +80,12 @@ def fake_data() -> dict:
             other_processes_cpu_fraction=0.4,
             busy=True,
         ),
-        bandwidth_gb_s=dict(bench.summary([30.0, 31.0, 29.0]), method="best of 5"),
+        bandwidth_gb_s=dict(summary([30.0, 31.0, 29.0]), method="best of 5"),
         ceiling_gb_s=31.0,
         weight_count=125_000_000,
         weight_bytes=500_000_000,
         roofline_tokens_per_s=62.0,
-        ceiling_fraction=bench.ceiling_fractions(per_contender, 125_000_000, 31.0),
+        ceiling_fraction=ceiling_fractions(per_contender, 125_000_000, 31.0),
         config=dict(n_layer=2),
         contenders=per_contender,
         ratios=ratios,
@@ -99,7 +104,7 @@ def test_results_hold_paired_ratio_summaries() -> None:
 
 def test_report_and_plot_come_from_the_data(tmp_path: Path) -> None:
     data = fake_data()
-    report = bench.render(data, tmp_path)
+    report = render(data, tmp_path)
     assert "2.00x (1.50-2.00)" in report  # median ratio (min-max) at 32 tokens
     assert "busy machine" in report and "40%" in report
     assert "20.0 tok/s (18.0-22.0)" in report
@@ -114,29 +119,29 @@ def test_each_contender_gets_its_fraction_of_the_ceiling() -> None:
     data = fake_data()
     # fast: 20 tok/s (its best median) x 125 M weights x 4 bytes = 10 GB/s of 31 GB/s
     assert data["ceiling_fraction"]["fast"] == pytest.approx(10 / 31)
-    report = bench.format_report(data)
+    report = format_report(data)
     assert "| ours, fast | 500 MB | 20.0 tok/s | 32% |" in report
-    assert not bench.over_ceiling(data)
+    assert not over_ceiling(data)
 
 
 def test_no_fraction_over_the_ceiling_is_printed() -> None:
     data = fake_data()
-    data["ceiling_fraction"] = bench.ceiling_fractions(data["contenders"], 125_000_000, 8.0)
-    assert bench.over_ceiling(data) == ["fast"]
-    report = bench.format_report(data)
+    data["ceiling_fraction"] = ceiling_fractions(data["contenders"], 125_000_000, 8.0)
+    assert over_ceiling(data) == ["fast"]
+    report = format_report(data)
     assert "No fractions of the ceiling are given" in report and "125%" in report
     assert "| ours, fast | 500 MB" not in report
 
 
 def test_each_device_and_dtype_has_files_of_its_own(tmp_path: Path) -> None:
-    bench.render(dict(fake_data(), dtype="bfloat16"), tmp_path)
+    render(dict(fake_data(), dtype="bfloat16"), tmp_path)
     assert sorted(path.name for path in tmp_path.iterdir()) == [
         "profile_bfloat16.md",
         "results_bfloat16.json",
         "results_bfloat16.md",
         "tokens_per_second_bfloat16.png",
     ]
-    assert bench.output_suffix(dict(device="gpu", dtype="float32")) == "_gpu_float32"
+    assert output_suffix(dict(device="gpu", dtype="float32")) == "_gpu_float32"
 
 
 def test_smoke_run_on_a_tiny_model(tmp_path: Path) -> None:

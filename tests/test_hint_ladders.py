@@ -20,7 +20,7 @@ from tests.check import load_spec
 from tests.checker import Check
 from tests.test_learn import learn_cli, step
 from tests.test_pages_teach import leaks, learner_lines
-from tools import learn
+from tools.learning import hints
 
 STEPS = steps.numbers()
 # A committed copy of the tutorial per test, as in tests/test_learn.py.
@@ -54,7 +54,7 @@ def test_no_line_before_the_third_ask(number: int) -> None:
         for topic, ladder in ladders(check).items():
             found = leaks(answers, "\n".join(ladder[:2]))
             assert not found, f"step {number:02d}, {check.name!r} {topic!r}: {found}"
-    tiers = learn.load_hints(number)
+    tiers = hints.load_hints(number)
     found = leaks(answers, "\n".join(tiers[:2]))
     assert not found, f"steps/hints/step_{number:02d}.md gives lines before tier 3: {found}"
 

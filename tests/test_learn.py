@@ -1,4 +1,4 @@
-"""tools/learn.py: status, next, watch, hint, reset, doctor and warm.
+"""tools/learn.py (and tools/learning/): status, next, watch, hint, reset, doctor and warm.
 
 Commands that read or write the steps run on a copy of the repository in a
 temporary directory (a git repository with one commit, like a fresh clone), in
@@ -26,6 +26,7 @@ from common import max_runtime, steps
 from common.steps import REPO
 from tests.checker import memo
 from tools import learn
+from tools.learning import doctor, hints, progress, skeletons, watch
 
 COPIED = ("common", "steps", "solutions", "tests", "tools", "pyproject.toml")
 GIT_ENV = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
@@ -60,7 +61,7 @@ def pristine_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
         else:
             shutil.copy2(source, root / name)
     for number in steps.numbers():  # this checkout's steps may be filled in
-        skeleton = learn.pristine_skeleton(number)
+        skeleton = skeletons.pristine_skeleton(number)
         if skeleton is not None:
             (root / "steps" / f"step_{number:02d}.py").write_text(skeleton)
     git(root, "init", "-q")
@@ -114,7 +115,7 @@ def states(output: str) -> dict[int, str]:
     """{step: state} from the lines `<icon> NN  <title>  <state>` of `status`."""
     found = {}
     for line in output.splitlines():
-        for state in (learn.NOT_STARTED, learn.IN_PROGRESS, learn.DONE, learn.MISSING):
+        for state in (progress.NOT_STARTED, progress.IN_PROGRESS, progress.DONE, progress.MISSING):
             parts = line.split()
             if line.endswith(state) and len(parts) > 1 and parts[1].isdigit():
                 found[int(parts[1])] = state
@@ -127,7 +128,7 @@ def states(output: str) -> dict[int, str]:
 def test_status_of_a_fresh_clone(repo: Path) -> None:
     result = learn_cli(repo, "status")
     assert result.returncode == 0, result.stderr
-    assert set(states(result.stdout).values()) == {learn.NOT_STARTED}
+    assert set(states(result.stdout).values()) == {progress.NOT_STARTED}
     assert len(states(result.stdout)) == len(steps.numbers())
     assert f"0/{len(steps.numbers())}" in result.stdout and "Next: step 01" in result.stdout
 
@@ -142,16 +143,16 @@ def test_status_tells_done_in_progress_and_not_started_apart(repo: Path) -> None
     result = learn_cli(repo, "status")
     assert result.returncode == 0, result.stderr
     found = states(result.stdout)
-    assert found[1] == learn.DONE
-    assert found[2] == found[3] == found[10] == learn.IN_PROGRESS
-    assert found[4] == learn.NOT_STARTED and found[5] == learn.MISSING
+    assert found[1] == progress.DONE
+    assert found[2] == found[3] == found[10] == progress.IN_PROGRESS
+    assert found[4] == progress.NOT_STARTED and found[5] == progress.MISSING
     assert f"1/{len(steps.numbers())}" in result.stdout and "Next: step 02" in result.stdout
 
 
 def test_committed_work_is_not_taken_for_the_skeleton(repo: Path) -> None:
     start_step_02(repo)
     git(repo, "commit", "-qam", "my work on step 02")
-    assert states(learn_cli(repo, "status").stdout)[2] == learn.IN_PROGRESS
+    assert states(learn_cli(repo, "status").stdout)[2] == progress.IN_PROGRESS
     result = learn_cli(repo, "reset", "2")
     assert result.returncode == 0, result.stderr
     assert step(repo, 2).read_text() == git(repo, "show", "HEAD~1:steps/step_02.py")
@@ -164,9 +165,9 @@ def test_status_without_git_guesses_from_the_placeholders(repo: Path) -> None:
     result = learn_cli(repo, "status")
     assert "Not a git checkout" in result.stdout
     found = states(result.stdout)
-    assert found[2] == learn.IN_PROGRESS
-    assert found[3] == learn.NOT_STARTED  # without git, an unfinished block cannot tell
-    assert found[1] == learn.NOT_STARTED
+    assert found[2] == progress.IN_PROGRESS
+    assert found[3] == progress.NOT_STARTED  # without git, an unfinished block cannot tell
+    assert found[1] == progress.NOT_STARTED
 
 
 # -- next ----------------------------------------------------------------------
@@ -233,7 +234,7 @@ def test_reset_without_git_says_why_and_changes_nothing(repo: Path) -> None:
 
 @pytest.mark.parametrize("number", steps.numbers())
 def test_every_step_has_three_tiers_of_hints(number: int) -> None:
-    tiers = learn.load_hints(number)
+    tiers = hints.load_hints(number)
     assert len(tiers) == 3, f"steps/hints/step_{number:02d}.md needs 3 tiers separated by ---"
     assert all(len(tier) > 40 for tier in tiers)
 
@@ -242,9 +243,9 @@ def test_hints_advance_one_tier_at_a_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     state_file = tmp_path / ".learn_state.json"
-    monkeypatch.setattr(learn, "STATE_FILE", state_file)
+    monkeypatch.setattr(hints, "STATE_FILE", state_file)
     monkeypatch.setattr(memo, "RESULTS", tmp_path / ".check_results.json")
-    tiers = learn.load_hints(5)
+    tiers = hints.load_hints(5)
     for shown in (1, 2, 3):
         assert learn.main(["hint", "05"]) == 0
         output = capsys.readouterr().out
@@ -351,12 +352,12 @@ def test_watch_stops_quietly_on_ctrl_c(repo: Path) -> None:
 def test_wait_for_change_sees_a_save(tmp_path: Path) -> None:
     path = tmp_path / "step.py"
     path.write_text("x = None\n")
-    before = learn.signature(path)
+    before = watch.signature(path)
     timer = threading.Timer(0.2, lambda: path.write_text("x = 1234\n"))
     timer.start()
-    after = learn.wait_for_change(path, before, interval=0.02)
+    after = watch.wait_for_change(path, before, interval=0.02)
     timer.join()
-    assert after != before and after == learn.signature(path)
+    assert after != before and after == watch.signature(path)
 
 
 # -- doctor and warm -----------------------------------------------------------
@@ -366,7 +367,7 @@ def test_doctor_reports_versions_and_problems(capsys: pytest.CaptureFixture[str]
     status = learn.main(["doctor"])
     output = capsys.readouterr().out
     assert f"Python {sys.version_info.major}.{sys.version_info.minor}" in output
-    assert f"MAX {learn.installed('max')}" in output
+    assert f"MAX {doctor.installed('max')}" in output
     assert "torch" in output and "CPU core" in output and "MAX kernel cache" in output
     has_problems = "to fix:" in output
     assert status == (1 if has_problems else 0)
@@ -384,7 +385,7 @@ def test_doctor_says_what_to_do_about_a_cold_cache(
 
 def test_doctor_explains_python_3_12(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "version_info", (3, 12, 4, "final", 0))
-    finding = learn.python_finding()
+    finding = doctor.python_finding()
     assert finding.level == "note" and "Ctrl-C handler" in finding.text
 
 
@@ -394,7 +395,7 @@ def test_warm_runs_max_with_its_output_live(
     fake_max = tmp_path / "max"  # cold for --check, then "compiles"
     fake_max.write_text('#!/bin/sh\n[ "$2" = --check ] && exit 1\necho compiling "$1"\n')
     fake_max.chmod(0o755)
-    monkeypatch.setattr(learn, "max_command", lambda: str(fake_max))
+    monkeypatch.setattr(doctor, "max_command", lambda: str(fake_max))
     assert learn.main(["warm", "--check"]) == 1
     assert "cold" in capfd.readouterr().out
     assert learn.main(["warm"]) == 0

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from devtools import bench, llama_peer
+from devtools import llama_peer
+from devtools.bench.contenders import llama_contenders
 from tests.fixtures import hf_model, write_checkpoint
 
 REASON = llama_peer.missing()
@@ -79,10 +80,10 @@ def test_llama_cpp_decodes_our_gguf_as_transformers_does(checkpoint) -> None:
 @needs_llama
 def test_the_bench_contenders_run_on_the_tiny_fixture(checkpoint) -> None:
     directory, model = checkpoint
-    (f32,) = bench._llama_contenders(Path(directory), "float32")
+    (f32,) = llama_contenders(Path(directory), "float32")
     assert f32.key == "llama.cpp-f32" and f32.bytes_per_weight == 4.0
     assert f32.generate(PROMPT, 8) == transformers_greedy(model, PROMPT, 8)
-    bf16, q8 = bench._llama_contenders(Path(directory), "bfloat16")
+    bf16, q8 = llama_contenders(Path(directory), "bfloat16")
     assert (bf16.key, q8.key) == ("llama.cpp-bf16", "llama.cpp-q8_0")
     for contender in (bf16, q8):
         tokens = contender.generate(PROMPT, 8)

@@ -52,7 +52,7 @@ def checkpoint(args: argparse.Namespace, scratch: Path) -> Path:
 
 
 def run(args: argparse.Namespace) -> dict:
-    from devtools.bench import machine_line
+    from devtools.bench.machine import machine_line
 
     with tempfile.TemporaryDirectory() as folder:
         scratch = Path(folder)

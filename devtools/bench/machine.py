@@ -1,0 +1,150 @@
+"""The machine under the benchmark: what it is (machine_line), how busy it
+is while we measure (LoadMonitor, is_busy), how fast it reads memory (the
+ceiling no decoder can pass), and waiting until the contenders' processes
+are quiet before the next timed call."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+# Load above this fraction of the cores, or other processes using more than
+# this fraction of the CPU time while we measure: the machine is busy.
+BUSY_FRACTION = 0.25
+
+
+def machine_line() -> str:
+    """The CPU, its cores, Python and the libraries' versions, on one line."""
+    versions = ", ".join(
+        f"{name} {importlib.metadata.version(name)}"
+        for name in ("max", "torch", "transformers", "numpy")
+    )
+    return f"{cpu_name()}, {os.cpu_count()} cores, Python {platform.python_version()}, {versions}"
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return f"{platform.machine()} {platform.processor() or platform.system()}"
+
+
+def cpu_times(pids: Sequence[int] = ()) -> tuple[float, float] | None:
+    """(seconds of CPU time used by every process, by this one and the
+    benchmark's workers `pids`) so far; None where /proc/stat is missing."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    except OSError:
+        return None
+    ticks = os.sysconf("SC_CLK_TCK")
+    user, nice, system = (int(v) for v in fields[:3])
+    irq = sum(int(v) for v in fields[5:8])
+    ours = os.times()
+    return (user + nice + system + irq) / ticks, ours.user + ours.system + sum(
+        _process_cpu_seconds(pid, ticks) for pid in pids
+    )
+
+
+def _process_cpu_seconds(pid: int, ticks: int) -> float:
+    """User + system CPU time of process `pid`, its threads included."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = stat.rsplit(")", 1)[1].split()  # after the command name
+    return (int(fields[11]) + int(fields[12])) / ticks
+
+
+class LoadMonitor:
+    """Load average at the start and end, and the CPU share of *other*
+    processes over the measured span (/proc/stat minus our own CPU time)."""
+
+    def __init__(self, pids: Sequence[int] = ()) -> None:
+        self.pids = list(pids)
+        self.load_before = os.getloadavg()
+        self.times = cpu_times(self.pids)
+        self.started = time.perf_counter()
+
+    def finish(self) -> dict:
+        cores = os.cpu_count() or 1
+        elapsed = time.perf_counter() - self.started
+        other = None
+        now = cpu_times(self.pids)
+        if now is not None and self.times is not None and elapsed > 0:
+            busy = (now[0] - self.times[0]) - (now[1] - self.times[1])
+            other = max(0.0, busy / (elapsed * cores))
+        load_after = os.getloadavg()
+        return dict(
+            cores=cores,
+            loadavg_before=list(self.load_before),
+            loadavg_after=list(load_after),
+            other_processes_cpu_fraction=other,
+            busy=is_busy(self.load_before[0], other, cores),
+        )
+
+
+def is_busy(load_1min: float, other_fraction: float | None, cores: int) -> bool:
+    """Busy: other processes used over BUSY_FRACTION of the CPU while we ran,
+    or (when that cannot be told) the load average exceeded that share of the
+    cores before we started."""
+    if other_fraction is not None:
+        return other_fraction > BUSY_FRACTION
+    return load_1min > BUSY_FRACTION * cores
+
+
+def read_bandwidth(sizes_mb: Sequence[int] = (256, 1024), best_of: int = 3) -> float:
+    """GB/s this machine reads from memory now: the fastest of `best_of` sums
+    (torch's reduction streams the array on every core) over arrays of each
+    size in `sizes_mb`, all larger than the caches."""
+    import torch
+
+    best = 0.0
+    for megabytes in sizes_mb:
+        data = torch.ones(megabytes * 2**20 // 4, dtype=torch.float32)
+        data.sum()
+        seconds = min(seconds_for(data.sum) for _ in range(best_of))
+        best = max(best, data.numel() * 4 / seconds / 1e9)
+        del data
+    return best
+
+
+def ceiling_fractions(contenders: dict, weight_count: int, ceiling_gb_s: float) -> dict:
+    """Each contender's best median tokens/s as a fraction of what the ceiling
+    allows it (the ceiling's bytes/s over the bytes it reads per token)."""
+    fractions = {}
+    for key, contender in contenders.items():
+        speeds = [s["median"] for s in contender["tokens_per_s"].values()]
+        if not speeds:
+            continue
+        bytes_per_token = weight_count * contender["bytes_per_weight"]
+        fractions[key] = max(speeds) * bytes_per_token / (ceiling_gb_s * 1e9)
+    return fractions
+
+
+def wait_until_idle(pids: Sequence[int], window: float = 0.2, timeout: float = 3.0) -> None:
+    """Return once the workers `pids` have used at most two clock ticks of
+    CPU over `window` seconds, or after `timeout`. A contender's thread pool
+    keeps spinning for a while after its work; timed during that spin, the
+    next contender (in the other process) would share the cores with it."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    deadline = time.perf_counter() + timeout
+    used = sum(_process_cpu_seconds(pid, ticks) for pid in pids)
+    while time.perf_counter() < deadline:
+        time.sleep(window)
+        before, used = used, sum(_process_cpu_seconds(pid, ticks) for pid in pids)
+        if used - before <= 2 / ticks:
+            return
+
+
+def seconds_for(fn: Callable[..., object], *args: object) -> float:
+    """Wall-clock seconds one call of `fn(*args)` takes."""
+    started = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - started

@@ -1,0 +1,262 @@
+"""Measuring: the interleaved rounds (measure), their samples summarized
+with paired ratios (results_from), and the whole run: a checkpoint, the
+contenders' worker processes, the rounds, the load and the ceiling
+(run, measure_all)."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from common.cli import UsageError, progress
+from devtools.bench.contenders import OURS, Contender, ContenderProcess
+from devtools.bench.machine import (
+    LoadMonitor,
+    ceiling_fractions,
+    machine_line,
+    read_bandwidth,
+    seconds_for,
+    wait_until_idle,
+)
+from devtools.bench.profile import decode_graph_ops, projection_profile
+from devtools.bench.stats import paired_ratios, round_orders, summary
+
+LENGTHS = (32, 128, 512)
+PROMPT_LENGTH = 16
+PREFILL_LENGTH = 512
+GPT2_124M = dict(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12)
+
+
+def measure(
+    contenders: list[Contender],
+    prompt: list[int],
+    long_prompt: list[int],
+    lengths: Sequence[int],
+    repeats: int,
+    log: Callable[[str], None] = print,
+    settle: Callable[[], None] = lambda: None,
+    probe: Callable[[], float] | None = None,
+) -> dict:
+    """Interleaved rounds: tokens/s per contender and length, first-token
+    latency (the short prompt, one token) and prefill throughput (the long
+    prompt, one token), each a list of `repeats` samples. `settle` runs
+    before each timed call (the workers' spinning threads); `probe`, if
+    given, measures the memory bandwidth at the start of every round (the
+    machine's changes within minutes: one figure taken before the run is no
+    ceiling)."""
+    by_key = {c.key: c for c in contenders}
+    tokens_per_s = {c.key: {n: [] for n in lengths} for c in contenders}
+    first_token = {c.key: [] for c in contenders}
+    prefill = {c.key: [] for c in contenders}
+    bandwidth: list[float] = []
+    for contender in contenders:  # warm-up: not timed
+        contender.generate(prompt, 2)
+        contender.generate(long_prompt, 1)
+    for round_index, order in enumerate(round_orders([c.key for c in contenders], repeats)):
+        if probe is not None:
+            settle()
+            bandwidth.append(probe())
+        for key in order:
+            contender = by_key[key]
+            settle()
+            first_token[key].append(seconds_for(contender.generate, prompt, 1))
+            settle()
+            prefill[key].append(len(long_prompt) / seconds_for(contender.generate, long_prompt, 1))
+        for n in lengths:
+            for key in order:
+                contender = by_key[key]
+                if contender.max_length is not None and n > contender.max_length:
+                    continue
+                settle()
+                tokens_per_s[key][n].append(n / seconds_for(contender.generate, prompt, n))
+        log(
+            f"round {round_index + 1}/{repeats}: "
+            + "; ".join(
+                f"{key} "
+                + " ".join(
+                    f"{tokens_per_s[key][n][-1]:.1f}" for n in lengths if tokens_per_s[key][n]
+                )
+                for key in order
+            )
+            + " tok/s"
+        )
+    return dict(
+        tokens_per_s=tokens_per_s, first_token=first_token, prefill=prefill, bandwidth=bandwidth
+    )
+
+
+def results_from(
+    contenders: list[Contender], raw: dict, lengths: Sequence[int], baselines: Sequence[str]
+) -> tuple[dict, dict]:
+    """Summaries per contender, and paired ratios of each of ours to each baseline."""
+    per_contender = {}
+    for c in contenders:
+        per_contender[c.key] = dict(
+            name=c.name,
+            compile_s=c.compile_s,
+            bytes_per_weight=c.bytes_per_weight,
+            tokens_per_s={
+                str(n): summary(raw["tokens_per_s"][c.key][n])
+                for n in lengths
+                if raw["tokens_per_s"][c.key][n]
+            },
+            first_token_s=summary(raw["first_token"][c.key]),
+            prefill_tokens_per_s=summary(raw["prefill"][c.key]),
+        )
+    ratios = {}
+    for c in contenders:
+        if c.key in baselines:
+            continue
+        for base in baselines:
+            ratios[f"{c.key}/{base}"] = {
+                str(n): summary(
+                    paired_ratios(raw["tokens_per_s"][c.key][n], raw["tokens_per_s"][base][n])
+                )
+                for n in lengths
+                if raw["tokens_per_s"][c.key][n]
+            }
+    return per_contender, ratios
+
+
+def families(args: argparse.Namespace) -> list[str]:
+    """The worker families to start: PyTorch's, ours, and llama.cpp's when it
+    is installed (said, with the command that installs it, when it is not)."""
+    from devtools import llama_peer
+
+    chosen = ["torch", "max"]
+    if args.device == "gpu":
+        return chosen
+    reason = llama_peer.missing()
+    if reason is None:
+        chosen.insert(1, "llama")
+    else:
+        print(f"Without llama.cpp: {reason}", file=sys.stderr, flush=True)
+    return chosen
+
+
+def run(args: argparse.Namespace) -> dict:
+    """The whole benchmark: a checkpoint of random weights, the contenders
+    built from it in their worker processes, and every figure measured."""
+    import torch
+
+    from tests.fixtures import hf_model
+
+    torch.set_num_threads(os.cpu_count() or 1)
+    lengths = tuple(args.lengths)
+    config = dict(GPT2_124M, **(args.config or {}))
+    rng = np.random.default_rng(0)
+    prompt = rng.integers(0, config["vocab_size"], PROMPT_LENGTH).tolist()
+    prefill_length = min(args.prefill_length, config["n_positions"] - 1)
+    long_prompt = rng.integers(0, config["vocab_size"], prefill_length).tolist()
+    if max(lengths) + PROMPT_LENGTH > config["n_positions"]:
+        raise UsageError(
+            f"--lengths up to {max(lengths)} + a {PROMPT_LENGTH}-token prompt exceed "
+            f"the context ({config['n_positions']})."
+        )
+    hf = hf_model(**config)
+    weight_count = sum(
+        int(np.prod(p.shape)) for name, p in hf.named_parameters() if name != "lm_head.weight"
+    )
+    print(f"Load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores", flush=True)
+    probe = functools.partial(
+        read_bandwidth, sizes_mb=args.bandwidth_sizes, best_of=args.bandwidth_repeats
+    )
+    print(f"Memory read bandwidth now: {probe():.1f} GB/s", flush=True)
+
+    with tempfile.TemporaryDirectory() as directory:
+        hf.save_pretrained(directory)
+        del hf
+        workers, contenders = start_contenders(args, directory)
+    try:
+        pids = [worker.process.pid for worker in workers]
+        return measure_all(
+            args, config, contenders, prompt, long_prompt, lengths, probe, weight_count, pids
+        )
+    finally:
+        for worker in workers:
+            worker.stop()
+
+
+def start_contenders(
+    args: argparse.Namespace, directory: str
+) -> tuple[list[ContenderProcess], list[Contender]]:
+    """A worker process per family (they build at the same time), and the
+    contenders they built; every worker is stopped again if one fails."""
+    workers: list[ContenderProcess] = []
+    contenders: list[Contender] = []
+    try:
+        for family in families(args):
+            workers.append(ContenderProcess(family, directory, args))
+        for worker in workers:
+            with progress(f"building {worker.family}'s contenders", note=worker.note):
+                contenders += worker.contenders()
+    except BaseException:
+        for worker in workers:
+            worker.stop()
+        raise
+    return workers, contenders
+
+
+def measure_all(args, config, contenders, prompt, long_prompt, lengths, probe, weight_count, pids):
+    """The rounds with the load watched and the bandwidth probed, then every
+    figure the report and the JSON hold."""
+    from fast import gpt2 as fast_gpt2
+
+    device = args.device or fast_gpt2.default_device_name()
+    print(f"Machine: {machine_line()}; device {device}, dtype {args.dtype}", flush=True)
+    baselines = [c.key for c in contenders if not c.key.startswith(OURS)]
+    prefill_length = len(long_prompt)
+    for c in contenders:
+        if c.compile_s is not None:
+            print(f"compile {c.key}: {c.compile_s:.1f} s", flush=True)
+
+    monitor = LoadMonitor(pids)
+    raw = measure(
+        contenders,
+        prompt,
+        long_prompt,
+        lengths,
+        args.repeats,
+        settle=lambda: wait_until_idle(pids),
+        probe=probe,
+    )
+    wait_until_idle(pids)
+    raw["bandwidth"].append(probe())  # and once more after the last round
+    load = monitor.finish()
+    per_contender, ratios = results_from(contenders, raw, lengths, baselines)
+    bandwidth = summary(raw["bandwidth"])
+    ceiling = bandwidth["max"]
+    bytes_per_weight = 2 if args.dtype == "bfloat16" else 4
+    return dict(
+        machine=machine_line(),
+        device=device,
+        dtype=args.dtype,
+        config=config,
+        batch=1,
+        prompt_length=PROMPT_LENGTH,
+        prefill_length=prefill_length,
+        lengths=list(lengths),
+        repeats=args.repeats,
+        load=load,
+        bandwidth_gb_s=dict(
+            bandwidth,
+            method=f"fastest of {args.bandwidth_repeats} sums of "
+            + " and ".join(f"{size} MiB" for size in args.bandwidth_sizes)
+            + " on every core, at the start of every round and after the last",
+        ),
+        ceiling_gb_s=ceiling,
+        weight_count=weight_count,
+        weight_bytes=weight_count * bytes_per_weight,
+        roofline_tokens_per_s=ceiling * 1e9 / (weight_count * bytes_per_weight),
+        ceiling_fraction=ceiling_fractions(per_contender, weight_count, ceiling),
+        contenders=per_contender,
+        ratios=ratios,
+        decode_ops=decode_graph_ops(config),
+        projection=projection_profile(config, args.dtype) if args.profile else None,
+    )

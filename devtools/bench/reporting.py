@@ -1,0 +1,203 @@
+"""Reporting, from the JSON data only (so that --render redraws them from a
+saved run): the book's Markdown table with the ratios and the ceiling, the
+profile of the decode graphs, and the plot; each device and dtype keeps
+files of its own in docs/src/bench/."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from devtools.bench.stats import format_spread
+
+
+def format_report(data: dict) -> str:
+    """The Markdown the book includes: machine, load, table, ratios, ceiling."""
+    lengths = data["lengths"]
+    load = data["load"]
+    other = load["other_processes_cpu_fraction"]
+    lines = [
+        f"Machine: {data['machine']}. Device: {data['device']}, weights in {data['dtype']}, "
+        f"batch {data['batch']}, {data['prompt_length']}-token prompt, greedy; "
+        f"{data['repeats']} interleaved rounds after a warm-up.",
+        "",
+        f"Load while measuring: load average {load['loadavg_before'][0]:.2f} before, "
+        f"{load['loadavg_after'][0]:.2f} after"
+        + (f", other processes used {other:.0%} of the CPU" if other is not None else "")
+        + (" (**busy machine: figures are noisy**)" if load["busy"] else "")
+        + ".",
+        "",
+        "| model | "
+        + " | ".join(f"{n} tokens" for n in lengths)
+        + f" | first token | prefill ({data['prefill_length']} tokens) | compile |",
+        "|---" * (len(lengths) + 4) + "|",
+    ]
+    for contender in data["contenders"].values():
+        cells = [
+            format_spread(contender["tokens_per_s"][str(n)], " tok/s", 1)
+            if str(n) in contender["tokens_per_s"]
+            else "not run"
+            for n in lengths
+        ]
+        first = contender["first_token_s"]
+        compile_s = contender["compile_s"]
+        lines.append(
+            f"| {contender['name']} | "
+            + " | ".join(cells)
+            + f" | {first['median'] * 1000:.0f} ms ({first['min'] * 1000:.0f}-{first['max'] * 1000:.0f})"
+            + f" | {format_spread(contender['prefill_tokens_per_s'], ' tok/s', 0)}"
+            + f" | {f'{compile_s:.1f} s' if compile_s is not None else '-'} |"
+        )
+    lines += [
+        "",
+        "Median ratio of tokens/s, paired round by round (min-max over the rounds; "
+        "quartiles in the JSON):",
+        "",
+        "| ratio | " + " | ".join(f"{n} tokens" for n in lengths) + " |",
+        "|---" * (len(lengths) + 1) + "|",
+    ]
+    for pair, per_length in data["ratios"].items():
+        ours, base = pair.split("/")
+        name = f"{data['contenders'][ours]['name']} / {data['contenders'][base]['name']}"
+        cells = [
+            format_spread(per_length[str(n)], "x") if str(n) in per_length else "-" for n in lengths
+        ]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines + format_ceiling(data)) + "\n"
+
+
+def format_ceiling(data: dict) -> list[str]:
+    """The memory-bandwidth ceiling and each contender's fraction of it; no
+    fraction at all when one is over 100% (then the ceiling is wrong)."""
+    bandwidth = data["bandwidth_gb_s"]
+    ceiling = data.get("ceiling_gb_s", bandwidth["max"])
+    weights = data.get("weight_count")
+    lines = [
+        "",
+        f"Memory read bandwidth {format_spread(bandwidth, ' GB/s', 1)} ({bandwidth['method']}); "
+        f"the ceiling is the fastest read, {ceiling:.1f} GB/s: a token that reads every weight "
+        "once cannot come faster than the weights' bytes over it.",
+    ]
+    fractions = data.get("ceiling_fraction")
+    if not fractions or not weights:
+        return lines + [""]
+    over = {key: f for key, f in fractions.items() if f > 1.0}
+    if over:
+        names = ", ".join(f"{data['contenders'][k]['name']} ({f:.0%})" for k, f in over.items())
+        return lines + [
+            "",
+            f"**No fractions of the ceiling are given**: {names} would exceed it, so the "
+            "ceiling was measured too low (the machine's bandwidth moved during the run).",
+            "",
+        ]
+    lines += ["", "| model | bytes per token | best median | of the ceiling |", "|---|---|---|---|"]
+    for key, fraction in fractions.items():
+        contender = data["contenders"][key]
+        best = max(s["median"] for s in contender["tokens_per_s"].values())
+        megabytes = weights * contender["bytes_per_weight"] / 1e6
+        lines.append(
+            f"| {contender['name']} | {megabytes:.0f} MB | {best:.1f} tok/s | {fraction:.0%} |"
+        )
+    return lines + [""]
+
+
+def over_ceiling(data: dict) -> list[str]:
+    """The contenders whose fraction of the ceiling is over 100%."""
+    return [key for key, f in (data.get("ceiling_fraction") or {}).items() if f > 1.0]
+
+
+def format_profile(data: dict) -> str:
+    """The decode graphs' operations by kind, step 17 against the fast model."""
+    ops = data.get("decode_ops")
+    if not ops:
+        return "(this benchmark data has no operation counts)\n"
+    kinds = sorted(set(ops["step17"]) | set(ops["fast"]), key=lambda k: -ops["step17"].get(k, 0))
+    lines = [
+        f"Operations in the one-token (decode) graph, {data['config']['n_layer']} layers "
+        "(constants and weight references left out):",
+        "",
+        "| operation | step 17 | fast |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {k} | {ops['step17'].get(k, 0)} | {ops['fast'].get(k, 0)} |" for k in kinds]
+    lines.append(
+        f"| **total** | **{sum(ops['step17'].values())}** | **{sum(ops['fast'].values())}** |"
+    )
+    return "\n".join(lines + format_projection(data.get("projection"))) + "\n"
+
+
+def format_projection(projection: dict | None) -> list[str]:
+    """The head's projection timed alone (bench --profile), as table lines."""
+    if not projection:
+        return ["", "(the head's projection was not timed alone: run with --profile)"]
+    n_out, n_in = projection["shape"]
+    names = {
+        "max_matmul": "MAX's matmul (`x @ W.T`, one-op graph)",
+        "our_kernel": "our kernel (`gpt2_linear_rows`, one-op graph)",
+        "torch_linear": "PyTorch's `linear`",
+    }
+    lines = [
+        "",
+        f"The head's projection alone: one row times the {n_out} x {n_in} "
+        f"{projection['dtype']} table ({projection['table_bytes'] / 1e6:.0f} MB), "
+        "interleaved rounds:",
+        "",
+        "| implementation | ms per call (min-max) | GB/s read |",
+        "|---|---|---|",
+    ]
+    for key, name in names.items():
+        stats = projection["milliseconds"][key]
+        lines.append(f"| {name} | {format_spread(stats)} | {projection['gb_per_s'][key]:.1f} |")
+    return lines
+
+
+def plot(data: dict, path: Path) -> None:
+    """Tokens/s against the number of generated tokens, a line per contender
+    (median, min-max bars), under the bandwidth ceiling."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 4))
+    for contender in data["contenders"].values():
+        lengths = sorted(int(n) for n in contender["tokens_per_s"])
+        stats = [contender["tokens_per_s"][str(n)] for n in lengths]
+        medians = [s["median"] for s in stats]
+        errors = [
+            [m - s["min"] for m, s in zip(medians, stats, strict=True)],
+            [s["max"] - m for m, s in zip(medians, stats, strict=True)],
+        ]
+        axes.errorbar(lengths, medians, yerr=errors, marker="o", capsize=3, label=contender["name"])
+    axes.axhline(
+        data["roofline_tokens_per_s"], color="grey", linestyle="--", label="bandwidth ceiling"
+    )
+    axes.set_xscale("log", base=2)
+    axes.set_xlabel("generated tokens")
+    axes.set_ylabel("tokens / s (median, min-max)")
+    axes.set_title(f"GPT-2 124M shapes, {data['dtype']}, batch 1, greedy, {data['device']}")
+    axes.legend(fontsize=7)
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def output_suffix(data: dict) -> str:
+    """'' for the CPU in float32 (results.md, ...), else e.g. '_bfloat16' or
+    '_gpu_float32': each device and dtype keeps its own files in the book."""
+    if data["device"] == "cpu":
+        return "" if data["dtype"] == "float32" else f"_{data['dtype']}"
+    return f"_{data['device']}_{data['dtype']}"
+
+
+def render(data: dict, out: Path) -> str:
+    """Write the book's table (results*.md) and plot from the benchmark data."""
+    report = format_report(data)
+    suffix = output_suffix(data)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"results{suffix}.md").write_text(report)
+    (out / f"profile{suffix}.md").write_text(format_profile(data))
+    plot(data, out / f"tokens_per_second{suffix}.png")
+    (out / f"results{suffix}.json").write_text(json.dumps(data, indent=1) + "\n")
+    return report
