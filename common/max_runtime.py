@@ -47,9 +47,9 @@ def _no_compile_workers() -> None:
 
     By default MAX interprets an eager op and meanwhile compiles its graph in
     a pool of worker processes (one per core). Once started, each of those
-    workers keeps a core busy for as long as this process lives, idle or not:
-    measured on a 2-core machine, 19 of every 20 core-seconds went to two
-    idle workers, and every benchmark and check shared the CPU with them.
+    workers keeps a core busy for as long as this process lives, idle or not,
+    so on a small machine nearly all the CPU goes to idle workers, and every
+    benchmark and check shares what is left with them.
     MAX's in-process executor interprets the same ops and compiles, here and
     synchronously, only a graph the interpreter refuses. MAX reads the
     variable when it is imported (so does every subprocess we start); only

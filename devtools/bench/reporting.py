@@ -111,7 +111,9 @@ def format_profile(data: dict) -> str:
     ops = data.get("decode_ops")
     if not ops:
         return "(this benchmark data has no operation counts)\n"
-    kinds = sorted(set(ops["step17"]) | set(ops["fast"]), key=lambda k: -ops["step17"].get(k, 0))
+    kinds = sorted(
+        set(ops["step17"]) | set(ops["fast"]), key=lambda k: (-ops["step17"].get(k, 0), k)
+    )
     lines = [
         f"Operations in the one-token (decode) graph, {data['config']['n_layer']} layers "
         "(constants and weight references left out):",
