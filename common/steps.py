@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.cli import UsageError
+
 REPO = Path(__file__).resolve().parents[1]
 
 TITLES = {
@@ -114,13 +116,24 @@ def step(number: int) -> StepRecord:
     return STEPS[number - 1]
 
 
-def parse_step(text: str) -> int:
-    """The step a learner means by "9", "09", "s09" or "step_09"; ValueError
-    with the accepted forms otherwise."""
+def parse_step(text: str, *, also: str = "") -> int:
+    """The step a learner means by "9", "09", "s09" or "step_09"; otherwise a
+    UsageError listing the accepted forms (and `also`, what else the command
+    takes, e.g. "'all'")."""
     match = re.fullmatch(r"s?(?:tep)?[_-]?0*(\d{1,2})", text.strip().lower())
     if not match or int(match.group(1)) not in TITLES:
         first, last = min(TITLES), max(TITLES)
-        raise ValueError(
+        raise UsageError(
             f"unknown step {text!r}: steps are {first:02d}-{last:02d} (write 9, 09 or s09)"
+            + (f", or {also}." if also else ".")
         )
     return int(match.group(1))
+
+
+def display_path(path: Path | str) -> str:
+    """`path` as the learner reads it: relative to the repository where it can be."""
+    path = Path(path).resolve()
+    try:
+        return str(path.relative_to(REPO))
+    except ValueError:
+        return str(path)

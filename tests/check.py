@@ -22,18 +22,15 @@ from pathlib import Path
 
 from common import max_runtime, steps
 from common.cli import ArgumentParser, UsageError, exit_status
+from common.steps import display_path
 
 from .checker import memo, report
 from .checker.engine import Step
 from .checker.isolate import CheckProcess
-from .checker.learner_code import display_path
 
 
 def parse_step(text: str) -> int:
-    try:
-        return steps.parse_step(text)
-    except ValueError as error:
-        raise UsageError(f"{error}, or 'all'.") from None
+    return steps.parse_step(text, also="'all'")
 
 
 def load_spec(number: int) -> Step:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from common import steps
+from common.cli import UsageError
 from common.steps import REPO
 
 ROOMS = [
@@ -130,5 +131,5 @@ def test_no_step_file_without_a_record() -> None:
 def test_parse_step_accepts_what_a_learner_types() -> None:
     assert [steps.parse_step(t) for t in ("9", "09", "s09", "step_09", " S9 ")] == [9] * 5
     for bad in ("0", "19", "x", ""):
-        with pytest.raises(ValueError, match="steps are 01-18"):
+        with pytest.raises(UsageError, match="steps are 01-18"):
             steps.parse_step(bad)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,7 +29,7 @@ from common import max_runtime  # noqa: E402
 from common.steps import REPO  # noqa: E402
 from tests.fixtures import hf_model, run_tool, write_checkpoint  # noqa: E402
 from tools.generate import Tokenizer  # noqa: E402
-from tools.serve import SERVED_NAME  # noqa: E402
+from tools.serve import SERVED_NAME, free_port  # noqa: E402
 
 STARTUP_SECONDS = 1500  # a cold kernel cache compiles the paged-attention kernels
 REQUEST_SECONDS = 120
@@ -47,12 +46,6 @@ PROMPTS = [
     ("MAX compiles the model into a graph", 6),
     ("fox", 11),
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def family_rss(pid: int) -> int:

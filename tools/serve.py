@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -146,6 +147,13 @@ def stop(server: subprocess.Popen, seconds: float = STOP_SECONDS) -> None:
         if not alive:
             break
     server.wait(timeout=seconds)
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on now (for tests and benchmarks)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def wait_ready(server: subprocess.Popen, base_url: str, timeout: float) -> None:

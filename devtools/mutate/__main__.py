@@ -35,12 +35,11 @@ def list_mutants(numbers: list[int], count: int | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tests.check import parse_step
 
     def run() -> int:
         args = argument_parser().parse_args(argv)
         max_runtime.prepare()
-        numbers = [parse_step(s) for s in args.steps] or steps.numbers()
+        numbers = [steps.parse_step(s) for s in args.steps] or steps.numbers()
         if args.times:
             measure_times(numbers)
         elif args.list:

@@ -6,14 +6,13 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import socket
 import urllib.request
 from pathlib import Path
 
 from common.cli import progress
 from devtools.serve_bench import cross_check
 from devtools.serve_bench.load import PROMPTS, completion_body, run_level, token_arrivals
-from tools.serve import SERVED_NAME, max_serve_command, start, stop, wait_ready
+from tools.serve import SERVED_NAME, free_port, max_serve_command, start, stop, wait_ready
 
 SESSION_PROMPT = "The quick brown fox"
 # Lines of MAX's log worth showing in the book (they carry no timings of ours).
@@ -26,12 +25,6 @@ LOG_MARKERS = (
     "max_batch_size:",
     "Server ready",
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def post_json(url: str, body: dict, timeout: float = 120) -> dict:

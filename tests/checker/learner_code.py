@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType, ModuleType
 
-from common.steps import REPO
+from common.steps import REPO, display_path
 
 _counter = itertools.count()
 
@@ -41,14 +41,6 @@ def time_limit(seconds: float | None) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-
-
-def display_path(path: Path | str) -> str:
-    path = Path(path).resolve()
-    try:
-        return str(path.relative_to(REPO))
-    except ValueError:
-        return str(path)
 
 
 def first_line(message: str, limit: int = 240) -> str:

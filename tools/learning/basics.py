@@ -8,8 +8,8 @@ from pathlib import Path
 from types import ModuleType
 
 from common import steps
-from common.cli import Failure, UsageError
-from common.steps import REPO
+from common.cli import Failure
+from common.steps import display_path
 
 PROG = "python -m tools.learn"
 
@@ -43,22 +43,6 @@ def source() -> ModuleType:
     return source
 
 
-def parse_step(text: str) -> int:
-    """The step a learner's argument names; a usage error (exit 2) otherwise."""
-    try:
-        return steps.parse_step(text)
-    except ValueError as error:
-        raise UsageError(f"{error}.") from None
-
-
-def rel(path: Path) -> str:
-    """`path` as the learner sees it: relative to the repository where it can be."""
-    try:
-        return str(path.relative_to(REPO))
-    except ValueError:
-        return str(path)
-
-
 def read_source(path: Path) -> str:
     """The file's text with newlines normalized (undecodable bytes replaced)."""
     return path.read_bytes().decode("utf-8", errors="replace").replace("\r\n", "\n")
@@ -78,5 +62,5 @@ def step_missing(number: int) -> Failure:
     """The error for a step file the learner deleted (or moved)."""
     path = steps.step(number).skeleton
     return Failure(
-        f"{rel(path)} is missing: {learn_command('reset', f'{number:02d}')} restores it."
+        f"{display_path(path)} is missing: {learn_command('reset', f'{number:02d}')} restores it."
     )

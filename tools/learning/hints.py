@@ -18,14 +18,12 @@ import sys
 
 from common import steps
 from common.cli import Failure
-from common.steps import REPO
+from common.steps import REPO, display_path
 
 from .basics import (
     checker,
     learn_command,
-    parse_step,
     read_source,
-    rel,
     step_missing,
     write_atomically,
 )
@@ -43,7 +41,7 @@ def load_state() -> dict:
     except FileNotFoundError:
         return {}
     except (OSError, ValueError):
-        print(f"(ignoring {rel(STATE_FILE)}: it is not readable JSON)", file=sys.stderr)
+        print(f"(ignoring {display_path(STATE_FILE)}: it is not readable JSON)", file=sys.stderr)
         return {}
     return state if isinstance(state, dict) else {}
 
@@ -52,7 +50,10 @@ def save_state(state: dict) -> None:
     try:
         write_atomically(STATE_FILE, json.dumps(state, indent=2, sort_keys=True) + "\n")
     except OSError as error:  # a read-only checkout: the hint is shown all the same
-        print(f"(could not save your hint count to {rel(STATE_FILE)}: {error})", file=sys.stderr)
+        print(
+            f"(could not save your hint count to {display_path(STATE_FILE)}: {error})",
+            file=sys.stderr,
+        )
 
 
 def hint_counts(state: dict) -> dict:
@@ -94,7 +95,7 @@ def load_hints(number: int) -> list[str]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError:
-        raise Failure(f"no hints for step {number:02d}: {rel(path)} is missing.") from None
+        raise Failure(f"no hints for step {number:02d}: {display_path(path)} is missing.") from None
     tiers = [tier.strip() for tier in re.split(r"^---[ \t]*$", text, flags=re.MULTILINE)]
     return [tier for tier in tiers if tier]
 
@@ -110,7 +111,7 @@ def print_hints(number: int, tiers: list[str], shown: int) -> None:
 
 def print_solution(number: int) -> None:
     path = steps.step(number).solution
-    print(checker().report.bold(f"The reference solution, {rel(path)}:") + "\n")
+    print(checker().report.bold(f"The reference solution, {display_path(path)}:") + "\n")
     print(read_source(path).rstrip())
 
 
@@ -198,7 +199,7 @@ def show_check_hint(number: int, failure, state: dict) -> None:
 
 
 def cmd_hint(args: argparse.Namespace) -> int:
-    number = parse_step(args.step)
+    number = steps.parse_step(args.step)
     if args.solution:
         print_solution(number)
         return 0

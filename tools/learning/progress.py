@@ -13,8 +13,9 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from common import max_runtime, steps
+from common.steps import display_path
 
-from .basics import checker, learn_command, rel, step_missing
+from .basics import checker, learn_command, step_missing
 from .skeletons import blanks_in_file, tracks_steps, untouched
 
 NOT_STARTED, IN_PROGRESS, DONE, MISSING = "not started", "in progress", "done", "missing"
@@ -144,7 +145,7 @@ def print_progress(states: dict[int, str], titles: dict[int, str]) -> None:
         print(f"Next: step {number:02d} is missing; {restore} restores it.")
         return
     record = steps.step(number)
-    print(f"Next: step {number:02d}, {titles[number]}, in {rel(record.skeleton)}.")
+    print(f"Next: step {number:02d}, {titles[number]}, in {display_path(record.skeleton)}.")
     print(f"Check it with {record.check_command()},")
     print(f"or on every save with {learn_command('watch')}.")
 

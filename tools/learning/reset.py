@@ -8,9 +8,9 @@ from pathlib import Path
 
 from common import steps
 from common.cli import Failure
-from common.steps import REPO
+from common.steps import REPO, display_path
 
-from .basics import parse_step, read_source, rel, write_atomically
+from .basics import read_source, write_atomically
 from .skeletons import pristine_skeleton
 
 BACKUPS = REPO / ".backups"
@@ -30,29 +30,31 @@ def backup(path: Path) -> Path:
         except FileExistsError:
             continue
         if target.read_bytes() != content:
-            raise OSError(f"the copy in {rel(target)} does not match the original")
+            raise OSError(f"the copy in {display_path(target)} does not match the original")
         return target
     raise OSError("too many backups with the same time stamp")
 
 
 def cmd_reset(args: argparse.Namespace) -> int:
-    number = parse_step(args.step)
+    number = steps.parse_step(args.step)
     path = steps.step(number).skeleton
     skeleton = pristine_skeleton(number)
     if skeleton is None:
         raise Failure(
-            f"cannot find the original skeleton of {rel(path)}: reset takes it from git, "
+            f"cannot find the original skeleton of {display_path(path)}: reset takes it from git, "
             "and this is not a git checkout of the tutorial (or the file is not committed)."
         )
     if path.is_file() and read_source(path) == skeleton:
-        print(f"{rel(path)} is already the untouched skeleton: nothing to do.")
+        print(f"{display_path(path)} is already the untouched skeleton: nothing to do.")
         return 0
     if path.exists():
         try:
             saved = backup(path)
         except OSError as error:
-            raise Failure(f"could not back up {rel(path)} ({error}); it is unchanged.") from None
-        print(f"Saved your version to {rel(saved)}.")
+            raise Failure(
+                f"could not back up {display_path(path)} ({error}); it is unchanged."
+            ) from None
+        print(f"Saved your version to {display_path(saved)}.")
     write_atomically(path, skeleton)
-    print(f"Restored {rel(path)} to its skeleton.")
+    print(f"Restored {display_path(path)} to its skeleton.")
     return 0

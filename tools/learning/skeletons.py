@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from common import max_runtime, steps
-from common.steps import REPO
+from common.steps import REPO, display_path
 
-from .basics import read_source, rel, source
+from .basics import read_source, source
 
 if TYPE_CHECKING:
     from tests.checker.source import Placeholder
@@ -74,7 +74,7 @@ def git(*args: str) -> str | None:
 
 def pristine_skeleton(number: int) -> str | None:
     """The newest committed version of the step file that is still a skeleton."""
-    relative = rel(steps.step(number).skeleton)
+    relative = display_path(steps.step(number).skeleton)
     commits = git("rev-list", f"--max-count={HISTORY_DEPTH}", "HEAD", "--", relative)
     for commit in (commits or "").split():
         text = git("show", f"{commit}:./{relative}")

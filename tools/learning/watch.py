@@ -10,9 +10,8 @@ from pathlib import Path
 
 from common import max_runtime, steps
 from common.cli import UsageError
-from common.steps import REPO
+from common.steps import REPO, display_path
 
-from .basics import parse_step, rel
 from .progress import first_unfinished
 
 CLEAR_SCREEN = "\033[2J\033[3J\033[H"
@@ -84,9 +83,15 @@ def watch(number: int, *, interval: float = 0.5, max_runs: int | None = None) ->
                 return 0
             number, path = nxt, steps.step(nxt).skeleton
             before = signature(path)
-            print(f"\nNow watching {rel(path)}: save it to check it (Ctrl-C to stop).", flush=True)
+            print(
+                f"\nNow watching {display_path(path)}: save it to check it (Ctrl-C to stop).",
+                flush=True,
+            )
         else:
-            print(f"\nWatching {rel(path)}: save it to check again (Ctrl-C to stop).", flush=True)
+            print(
+                f"\nWatching {display_path(path)}: save it to check again (Ctrl-C to stop).",
+                flush=True,
+            )
         if max_runs is not None and runs >= max_runs:
             return 0 if ok else 1
         wait_for_change(path, before, interval)
@@ -95,7 +100,7 @@ def watch(number: int, *, interval: float = 0.5, max_runs: int | None = None) ->
 def cmd_watch(args: argparse.Namespace) -> int:
     if args.interval <= 0 or (args.max_runs is not None and args.max_runs < 1):
         raise UsageError("--interval must be positive and --max-runs at least 1.")
-    number = parse_step(args.step) if args.step else first_unfinished()
+    number = steps.parse_step(args.step) if args.step else first_unfinished()
     if number is None:
         print("Every step passes: nothing left to watch.")
         return 0
