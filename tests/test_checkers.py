@@ -126,16 +126,16 @@ def learner_file(directory: Path, number: int, old: str, new: str) -> Path:
     return path
 
 
+def line_number(path: Path, line: str) -> int:
+    """The 1-based number of `line` in the file, as a traceback counts."""
+    return path.read_text().splitlines().index(line) + 1
+
+
 def test_syntax_error_shows_the_line(tmp_path: Path) -> None:
     path = learner_file(tmp_path, 1, "n_embd: int = 768", "n_embd: int = = 768")
     (outcome,) = failures(run_step(load_spec(1), path))
     assert "SyntaxError" in outcome.message and "n_embd: int = = 768" in outcome.message
-    line = (
-        path.read_text()
-        .splitlines()
-        .index("    n_embd: int = = 768  # width of every hidden state")
-        + 1
-    )
+    line = line_number(path, "    n_embd: int = = 768  # width of every hidden state")
     assert f"(line {line})" in outcome.message, outcome.message
 
 
@@ -147,12 +147,7 @@ def test_exception_points_at_the_learners_line(tmp_path: Path) -> None:
         "hidden_states = self.c_fc(hidden_states) @ hidden_states",
     )
     (outcome,) = failures(run_step(load_spec(4), path))
-    line = (
-        path.read_text()
-        .splitlines()
-        .index("        hidden_states = self.c_fc(hidden_states) @ hidden_states")
-        + 1
-    )
+    line = line_number(path, "        hidden_states = self.c_fc(hidden_states) @ hidden_states")
     assert f"{path.name}:{line}" in outcome.message, outcome.message
     assert "Traceback" not in outcome.message
     # What was raised, MAX's lines that name the cause (at most MAX_CAUSE_LINES), where.

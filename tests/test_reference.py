@@ -258,29 +258,27 @@ def test_model_matches_gpt2_model():
     assert_matches(hf, expected)
 
 
+def assert_lm_logits_match(config, seed: int, ids_shape: tuple[int, int]) -> None:
+    """The reference's logits equal transformers' GPT2LMHeadModel's, same weights."""
+    model = init_weights(GPT2LMHeadModel(config), seed=seed)
+    ids = np.random.default_rng(seed + 1).integers(0, config.vocab_size, size=ids_shape)
+    with torch.no_grad():
+        hf = model(torch.from_numpy(ids)).logits
+    w = to_reference(model.state_dict())
+    expected = ref.lm_logits(w, ids, config.n_layer, config.n_head, config.layer_norm_epsilon)
+    assert expected.shape == (*ids_shape, config.vocab_size)
+    assert_matches(hf, expected)
+
+
 @pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
 def test_lm_logits_match_gpt2_lm_head_model(attn_implementation):
     config = make_config()
     config._attn_implementation = attn_implementation
-    model = init_weights(GPT2LMHeadModel(config), seed=15)
-    ids = np.random.default_rng(16).integers(0, config.vocab_size, size=(2, config.n_positions))
-    with torch.no_grad():
-        hf = model(torch.from_numpy(ids)).logits
-    w = to_reference(model.state_dict())
-    expected = ref.lm_logits(w, ids, config.n_layer, config.n_head, config.layer_norm_epsilon)
-    assert expected.shape == (2, config.n_positions, config.vocab_size)
-    assert_matches(hf, expected)
+    assert_lm_logits_match(config, seed=15, ids_shape=(2, config.n_positions))
 
 
 def test_lm_logits_match_at_gpt2_124m_width():
-    config = make_config(**REAL_WIDTH)
-    model = init_weights(GPT2LMHeadModel(config), seed=17)
-    ids = np.random.default_rng(18).integers(0, config.vocab_size, size=(1, 16))
-    with torch.no_grad():
-        hf = model(torch.from_numpy(ids)).logits
-    w = to_reference(model.state_dict())
-    expected = ref.lm_logits(w, ids, config.n_layer, config.n_head, config.layer_norm_epsilon)
-    assert_matches(hf, expected)
+    assert_lm_logits_match(make_config(**REAL_WIDTH), seed=17, ids_shape=(1, 16))
 
 
 # --------------------------------------------------------------------------

@@ -117,26 +117,15 @@ def block_data_flow_svg() -> str:
         stream(plus1 + PLUS_RADIUS, plus2 - PLUS_RADIUS - 2, y_stream),
         stream(plus2 + PLUS_RADIUS, width - 18, y_stream),
     ]
-    body += sublayer_branch(
-        90,
-        plus1,
-        y_stream,
-        y_branch,
-        [
-            (130, 100, "ln_1", "LayerNorm", NORM_FILL),
-            (270, 140, "attn", "mixes positions", ATTN_FILL),
-        ],
-    )
-    body += sublayer_branch(
-        510,
-        plus2,
-        y_stream,
-        y_branch,
-        [
-            (550, 100, "ln_2", "LayerNorm", NORM_FILL),
-            (690, 100, "mlp", "each position", MLP_FILL),
-        ],
-    )
+    # Each sublayer leaves the stream at `start` and adds back in at its plus.
+    sublayers = (
+        (90, plus1, [(130, 100, "ln_1", "LayerNorm", NORM_FILL),
+                     (270, 140, "attn", "mixes positions", ATTN_FILL)]),
+        (510, plus2, [(550, 100, "ln_2", "LayerNorm", NORM_FILL),
+                      (690, 100, "mlp", "each position", MLP_FILL)]),
+    )  # fmt: skip
+    for start, x_plus, boxes in sublayers:
+        body += sublayer_branch(start, x_plus, y_stream, y_branch, boxes)
     body += plus(plus1, y_stream) + plus(plus2, y_stream)
     # The skip connections: the stream itself, labelled under each stretch.
     for x_mid, name, formula in (
@@ -166,54 +155,44 @@ def residual_pre_vs_post_svg() -> str:
         stream_defs(),
         text(width / 2, 24, "Where the layer norm sits", size=15, weight="bold"),
     ]
+    # Per row: where it sits, its title and note, the plus where the branch
+    # adds back, the branch's boxes, and a norm on the stream itself (x, width).
     rows = (
         (
             180,
             "pre-norm (GPT-2):  x + sublayer(norm(x))",
             "the norm is on the branch: the stream carries x itself, untouched",
+            560,
+            [(160, 110, "norm", "LayerNorm", NORM_FILL), (320, 150, "sublayer", "attn or mlp", ATTN_FILL)],
+            None,
         ),
         (
             380,
             "post-norm (original Transformer):  norm(x + sublayer(x))",
             "the norm is on the stream: every block rescales everything that flows on",
+            440,
+            [(200, 150, "sublayer", "attn or mlp", ATTN_FILL)],
+            (540, 110),
         ),
-    )
-    for index, (y_stream, title, note) in enumerate(rows):
+    )  # fmt: skip
+    for y_stream, title, note, x_plus, boxes, stream_norm in rows:
         y_branch = y_stream - 72
         body.append(text(40, y_branch - 48, title, size=14, anchor="start", font=MONO))
         body.append(text(34, y_stream - 20, "x", size=15, font=MONO, weight="bold"))
         body.append(text(width - 40, y_stream - 20, "out", size=15, font=MONO, weight="bold"))
         body.append(text(width / 2, y_stream + 34, note, size=12, fill=MUTED))
-        if index == 0:
-            x_plus = 560
-            body += [
-                stream(20, x_plus - PLUS_RADIUS - 2, y_stream),
-                stream(x_plus + PLUS_RADIUS, width - 20, y_stream),
-            ]
-            body += sublayer_branch(
-                110,
-                x_plus,
-                y_stream,
-                y_branch,
-                [
-                    (160, 110, "norm", "LayerNorm", NORM_FILL),
-                    (320, 150, "sublayer", "attn or mlp", ATTN_FILL),
-                ],
-            )
-        else:
-            x_plus, norm_x, norm_w = 440, 540, 110
-            body += [
-                stream(20, x_plus - PLUS_RADIUS - 2, y_stream),
-                stream(x_plus + PLUS_RADIUS, norm_x - 2, y_stream),
-                stream(norm_x + norm_w, width - 20, y_stream),
-            ]
-            body += sublayer_branch(
-                110,
-                x_plus,
-                y_stream,
-                y_branch,
-                [(200, 150, "sublayer", "attn or mlp", ATTN_FILL)],
-            )
-            body += box(norm_x, y_stream, norm_w, "norm", "LayerNorm", NORM_FILL)
+        # The stream, broken where the plus and a norm on the stream sit.
+        gaps = [(x_plus - PLUS_RADIUS - 2, x_plus + PLUS_RADIUS)]
+        if stream_norm:
+            gaps.append((stream_norm[0] - 2, sum(stream_norm)))
+        left = 20
+        for gap_start, gap_end in gaps:
+            body.append(stream(left, gap_start, y_stream))
+            left = gap_end
+        body.append(stream(left, width - 20, y_stream))
+        body += sublayer_branch(110, x_plus, y_stream, y_branch, boxes)
+        if stream_norm:
+            norm_x, norm_width = stream_norm
+            body += box(norm_x, y_stream, norm_width, "norm", "LayerNorm", NORM_FILL)
         body += plus(x_plus, y_stream)
     return document(width, height, "Pre-norm and post-norm residual sublayers", body)

@@ -190,6 +190,21 @@ def lookup_failure(failure, tables: str):
     return None
 
 
+def call_with_lookups(ctx, name: str, module, ids, tables: str, other=None):
+    """ctx.call(name, module, tensor(ids)), for a module that looks ids up in
+    Embedding tables: a failing lookup is explained with `tables` (see
+    lookup_failure); `other(failure)` may explain any other failure."""
+    from tests.checker import Fail, tensor
+
+    try:
+        return ctx.call(name, module, tensor(ids))
+    except Fail as failure:
+        explained = lookup_failure(failure, tables)
+        if explained is None and other is not None:
+            explained = other(failure)
+        raise (explained or failure) from failure
+
+
 # -- Shared objects (steps 11 and 12) --------------------------------------------
 
 

@@ -1,13 +1,13 @@
 """Checks for step 05: GPT2TokenEmbedding."""
 
-from tests.checker import Check, Context, Fail, Step, expect_close, tensor
+from tests.checker import Check, Context, Fail, Step, expect_close
 from tests.mistakes import Mutant, m
 from tests.specs.common import (
     BATCH,
     SEQ,
     build_embeddings,
+    call_with_lookups,
     expect_tables,
-    lookup_failure,
     small_config,
 )
 
@@ -27,15 +27,11 @@ def parameters(ctx: Context) -> None:
 
 
 def look_up(ctx: Context, module, ids):
-    try:
-        return ctx.call("GPT2TokenEmbedding.forward", module, tensor(ids))
-    except Fail as failure:
-        explained = lookup_failure(
-            failure,
-            f"wte has vocab_size = {CONFIG.vocab_size} rows, 0 to {CONFIG.vocab_size - 1}, "
-            "and the ids already are row numbers: were they shifted?",
-        )
-        raise (explained or failure) from failure
+    tables = (
+        f"wte has vocab_size = {CONFIG.vocab_size} rows, 0 to {CONFIG.vocab_size - 1}, "
+        "and the ids already are row numbers: were they shifted?"
+    )
+    return call_with_lookups(ctx, "GPT2TokenEmbedding.forward", module, ids, tables)
 
 
 def looks_up_rows(ctx: Context) -> None:

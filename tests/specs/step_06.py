@@ -1,14 +1,14 @@
 """Checks for step 06: GPT2Embeddings (token + position)."""
 
 from tests import reference as ref
-from tests.checker import Check, Context, Fail, Step, expect_close, tensor
+from tests.checker import Check, Context, Fail, Step, expect_close
 from tests.mistakes import m
 from tests.specs.common import (
     BATCH,
     SEQ,
     build_embeddings,
+    call_with_lookups,
     expect_tables,
-    lookup_failure,
     small_config,
 )
 
@@ -31,24 +31,26 @@ def parameters(ctx: Context) -> None:
 
 
 def forward(ctx: Context, module, ids):
-    try:
-        return ctx.call("GPT2Embeddings.forward", module, tensor(ids))
-    except Fail as failure:
-        explained = lookup_failure(
-            failure,
-            f"wpe has only n_positions = {CONFIG.n_positions} rows, wte vocab_size = "
-            f"{CONFIG.vocab_size}: were token ids (up to {CONFIG.vocab_size - 1}) looked up "
-            "in wpe? Token ids go to wte, the positions 0..seq-1 to wpe.",
-        )
-        if explained is None and "broadcastable" in failure.message:
-            explained = Fail(
-                failure.message,
-                "The position embeddings do not line up with the tokens: there must be one "
-                "position per token of the sequence, [seq, n_embd], to broadcast over "
-                "[batch, seq, n_embd]. Count the positions with the sequence length (the "
-                "last axis of input_ids), not the batch size or a fixed number.",
-            )
-        raise (explained or failure) from failure
+    tables = (
+        f"wpe has only n_positions = {CONFIG.n_positions} rows, wte vocab_size = "
+        f"{CONFIG.vocab_size}: were token ids (up to {CONFIG.vocab_size - 1}) looked up "
+        "in wpe? Token ids go to wte, the positions 0..seq-1 to wpe."
+    )
+    return call_with_lookups(
+        ctx, "GPT2Embeddings.forward", module, ids, tables, other=_positions_misaligned
+    )
+
+
+def _positions_misaligned(failure: Fail) -> Fail | None:
+    if "broadcastable" not in failure.message:
+        return None
+    return Fail(
+        failure.message,
+        "The position embeddings do not line up with the tokens: there must be one "
+        "position per token of the sequence, [seq, n_embd], to broadcast over "
+        "[batch, seq, n_embd]. Count the positions with the sequence length (the "
+        "last axis of input_ids), not the batch size or a fixed number.",
+    )
 
 
 def run(ctx: Context, seq: int) -> None:

@@ -1,15 +1,15 @@
 """Checks for step 12: GPT2Model."""
 
 from tests import reference as ref
-from tests.checker import Check, Context, Fail, Step, expect_close, tensor
+from tests.checker import Check, Context, Fail, Step, expect_close
 from tests.mistakes import Mutant, m
 from tests.specs.common import (
     BATCH,
     SEQ,
     build_embeddings,
+    call_with_lookups,
     config_field_of,
     expect_tables,
-    lookup_failure,
     model_shapes,
     shared_parameters,
     small_config,
@@ -82,15 +82,11 @@ def parameters(ctx: Context) -> None:
 
 
 def call(ctx: Context, model, ids):
-    try:
-        return ctx.call("GPT2Model.forward", model, tensor(ids))
-    except Fail as failure:
-        explained = lookup_failure(
-            failure,
-            f"wpe has n_positions = {CONFIG.n_positions} rows, wte vocab_size = "
-            f"{CONFIG.vocab_size}: token ids go to wte, the positions 0..seq-1 to wpe.",
-        )
-        raise (explained or failure) from failure
+    tables = (
+        f"wpe has n_positions = {CONFIG.n_positions} rows, wte vocab_size = "
+        f"{CONFIG.vocab_size}: token ids go to wte, the positions 0..seq-1 to wpe."
+    )
+    return call_with_lookups(ctx, "GPT2Model.forward", model, ids, tables)
 
 
 def forward(ctx: Context, seq: int = SEQ) -> None:
