@@ -196,23 +196,56 @@ def _linear(layer: Linear, x: Tensor) -> Tensor:
     stored; a prompt goes through MAX's matmul, in float32."""
     batch, seq_length, n_in = x.shape
     n_out = layer.weight.shape[0]
-    bias = (
-        _f32(layer.bias)
-        if isinstance(layer.bias, Tensor)  # Linear(bias=False) holds a 0
-        else Tensor.zeros([n_out], dtype=FLOAT32, device=x.device)
-    )
+    bias = _f32_bias(layer, x.device)
     if seq_length != 1:
         return x @ _f32(layer.weight).T + bias
-    rows = x.reshape([-1, n_in])
-    out_type = TensorType(FLOAT32, [rows.shape[0], n_out], device=x.device)
+    return linear_rows(layer, x.reshape([-1, n_in]), bias).reshape([batch, seq_length, n_out])
+
+
+def _f32_bias(layer: Linear, device) -> Tensor:
+    n_out = layer.weight.shape[0]
+    if isinstance(layer.bias, Tensor):  # Linear(bias=False) holds a 0
+        return _f32(layer.bias)
+    return Tensor.zeros([n_out], dtype=FLOAT32, device=device)
+
+
+def linear_rows(layer: Linear, rows: Tensor, bias: Tensor | None = None) -> Tensor:
+    """layer(rows) for float32 rows [m, in] through our kernel, which reads
+    each weight row once for all m rows: the fastest way for a few rows,
+    slower than MAX's matmul from a few dozen on. Returns float32 [m, out]."""
+    bias = _f32_bias(layer, rows.device) if bias is None else bias
+    out_type = TensorType(FLOAT32, [rows.shape[0], layer.weight.shape[0]], device=rows.device)
     (output,) = F.custom(
         "gpt2_linear_rows",
-        x.device,
+        rows.device,
         [rows, layer.weight, bias],
         [out_type],
         custom_extensions=_kernel_library(),
     )
-    return output.reshape([batch, seq_length, n_out])
+    return output
+
+
+def linear_few_or_many(layer: Linear, rows: Tensor, kernel_rows: int) -> Tensor:
+    """layer(rows) for rows [m, in] whose count is known only when the graph
+    runs (a server's batch): our kernel for at most `kernel_rows` rows (a
+    batch of decoded tokens), MAX's matmul for more (a prompt). The graph
+    holds both and picks one per call. Returns float32 [m, out]."""
+    # The parameters enter the graph where first used: here, outside both
+    # branches, so that each branch may read them.
+    for parameter in (layer.weight, layer.bias):
+        if isinstance(parameter, Tensor):
+            parameter.__tensorvalue__()
+    count = F.shape_to_tensor([rows.shape[0]]).reshape([])
+    few = count <= kernel_rows
+    out_type = TensorType(FLOAT32, [rows.shape[0], layer.weight.shape[0]], device=rows.device)
+    (output,) = F.cond(
+        few,
+        [out_type],
+        lambda: linear_rows(layer, _f32(rows)),
+        # Linear's own product, whatever forward a subclass of it has.
+        lambda: _f32(Linear.forward(layer, rows)),
+    )
+    return output
 
 
 def _kernel_library() -> Path | None:

@@ -5,7 +5,8 @@
 - convert_safetensors: the weight adapter, Hugging Face names and layout to
   ours (step 15's to_max_layout, the same code `tools.generate` loads with).
 - GPT2PipelineModel: builds step 18's PagedGPT2LMHeadModel on MAX's device
-  and compiles it for MAX's ragged batch inputs.
+  and compiles it for MAX's ragged batch inputs. On the CPU its projections
+  run through fast/kernels while a batch has few tokens (KernelLinear).
 - GPT2BatchProcessor: MAX's stock ragged batching (the flat token vector,
   the row offsets and the cache inputs), the same its Llama uses.
 """
@@ -18,6 +19,7 @@ from typing import Any, ClassVar, Self
 import numpy as np
 from max import tree
 from max.dtype import DType
+from max.experimental.nn import Linear
 from max.experimental.tensor import Tensor
 from max.graph import DeviceRef
 from max.graph.weights import WeightData, Weights
@@ -35,6 +37,7 @@ from max.pipelines.lib.interfaces.arch_config import (
 )
 from max.pipelines.modeling.config_enums import SupportedEncoding, supported_encoding_dtype
 
+from fast import gpt2 as fast_gpt2
 from solutions.solution_01 import GPT2Config
 from solutions.solution_15 import to_max_layout
 from solutions.solution_18 import PagedGPT2LMHeadModel, cache_shape
@@ -113,6 +116,36 @@ def convert_safetensors(state_dict: dict[str, Weights], **unused: Any) -> dict[s
     }
 
 
+# ANCHOR: kernel_linear
+# Up to how many rows (tokens in a batch) our kernel runs; beyond, MAX's
+# matmul (prompts). Reading weights that are not in any cache, the two are
+# about as fast in float32 from a handful of rows on, and MAX's matmul wins
+# from about a dozen: `python -m devtools.bench --profile` measures both
+# (docs/src/bench/profile.md). MAX serves bfloat16 on accelerators only, where
+# the kernels do not run.
+KERNEL_ROWS = 8
+
+
+class KernelLinear(Linear):
+    """A Linear, same parameters, whose product reads each weight row once
+    for the whole batch when the batch is small (fast/gpt2.py's kernel):
+    decoding is memory-bound, so reading the weights fast is what counts.
+    Its output keeps the input's dtype."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return fast_gpt2.linear_few_or_many(self, x, KERNEL_ROWS).cast(x.dtype)
+
+
+def with_kernel_linears(module) -> None:
+    """Every Linear of `module` becomes a KernelLinear: only forward changes."""
+    for _, child in module.descendants:
+        if type(child) is Linear:
+            child.__class__ = KernelLinear
+
+
+# ANCHOR_END: kernel_linear
+
+
 # ANCHOR: served
 class ServedGPT2(PagedGPT2LMHeadModel):
     """The compiled entry point: MAX passes the KV cache as a flat list of
@@ -151,4 +184,6 @@ class GPT2PipelineModel(ModuleV3PipelineModelWithKVCache[TextContext]):
     def _instantiate_module(self, model_config: GPT2ServingConfig) -> ServedGPT2:
         module = ServedGPT2(model_config.gpt2, self.kv_params)
         module.to(self.devices[0])
+        if self.devices[0].is_host:
+            with_kernel_linears(module)
         return module

@@ -154,3 +154,70 @@ def test_each_generator_has_caches_of_its_own(checkpoint, fast) -> None:
     caches = [fast.key_cache, fast.value_cache, other.key_cache, other.value_cache]
     addresses = {cache.to_numpy().ctypes.data for cache in caches}
     assert len(addresses) == len(caches), "two caches share one buffer"
+
+
+# --- the row kernel on its own -------------------------------------------------
+# n_in = 37 leaves a scalar tail after two 16-wide chunks; n_in = 80 a single
+# chunk after two pairs. Rows 1-9 cover the four-row blocks and every remainder.
+
+
+def bfloat16_bits(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`weight` cut to bfloat16: its bits (uint16) and its float32 value."""
+    upper = (weight.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    return upper, (upper.astype(np.uint32) << 16).view(np.float32)
+
+
+@pytest.mark.parametrize("n_in", [37, 80])
+@pytest.mark.parametrize("dtype_name", ["float32", "bfloat16"])
+def test_the_row_kernel_is_a_matmul_for_every_row_count(n_in: int, dtype_name: str) -> None:
+    from max.driver import Buffer
+    from max.dtype import DType
+
+    from devtools.bench.profile import one_op_graphs
+
+    n_out = 40
+    kernel = one_op_graphs(n_out, n_in, dtype_name, "rows")["our_kernel"]
+    rng = np.random.default_rng(n_in)
+    weight = rng.standard_normal((n_out, n_in)).astype(np.float32)
+    bias = rng.standard_normal(n_out).astype(np.float32)
+    if dtype_name == "bfloat16":
+        bits, weight = bfloat16_bits(weight)
+        weight_buffer = Buffer.from_numpy(bits).view(DType.bfloat16, list(weight.shape))
+    else:
+        weight_buffer = Buffer.from_numpy(weight)
+    for rows in range(1, 10):
+        x = rng.standard_normal((rows, n_in)).astype(np.float32)
+        (out,) = kernel.execute(Buffer.from_numpy(x), weight_buffer, Buffer.from_numpy(bias))
+        np.testing.assert_allclose(
+            out.to_numpy(), x @ weight.T + bias, rtol=1e-5, atol=1e-5, err_msg=f"{rows} rows"
+        )
+
+
+def test_few_rows_and_many_rows_give_one_answer() -> None:
+    """linear_few_or_many: the kernel up to kernel_rows rows, MAX's matmul
+    beyond, one compiled graph, the same products."""
+    from max.driver import CPU
+    from max.dtype import DType
+    from max.experimental import functional as F
+    from max.experimental.nn import Linear, Module
+    from max.experimental.tensor import Tensor
+    from max.graph import TensorType
+
+    class Projection(Module):
+        def __init__(self) -> None:
+            self.layer = Linear(37, 40)
+
+        def forward(self, x):
+            return fast_gpt2.linear_few_or_many(self.layer, x, kernel_rows=3)
+
+    with F.lazy():
+        projection = Projection()
+    rng = np.random.default_rng(0)
+    weight = rng.standard_normal((40, 37)).astype(np.float32)
+    bias = rng.standard_normal(40).astype(np.float32)
+    projection.load_state_dict({"layer.weight": weight, "layer.bias": bias})
+    compiled = projection.compile(TensorType(DType.float32, ["rows", 37], device=CPU()))
+    for rows in (1, 3, 4, 9):
+        x = rng.standard_normal((rows, 37)).astype(np.float32)
+        out = compiled(Tensor.from_dlpack(x)).to_numpy()
+        np.testing.assert_allclose(out, x @ weight.T + bias, rtol=1e-5, atol=1e-5)

@@ -24,7 +24,7 @@ from devtools.bench.machine import (
     seconds_for,
     wait_until_idle,
 )
-from devtools.bench.profile import decode_graph_ops, projection_profile
+from devtools.bench.profile import decode_graph_ops, projection_profile, rows_profile
 from devtools.bench.stats import paired_ratios, round_orders, summary
 
 LENGTHS = (32, 128, 512)
@@ -259,4 +259,5 @@ def measure_all(args, config, contenders, prompt, long_prompt, lengths, probe, w
         ratios=ratios,
         decode_ops=decode_graph_ops(config),
         projection=projection_profile(config, args.dtype) if args.profile else None,
+        rows=rows_profile(config, args.dtype) if args.profile else None,
     )

@@ -1,10 +1,9 @@
 """Where a decode step's time goes: the operations in the decode graphs of
 step 17 and of the fast model, counted by kind, and the largest projection
-(the head) timed alone three ways (bench --profile)."""
+(the head) timed alone three ways, and our kernel against MAX's matmul as
+the rows of a batch grow (bench --profile)."""
 
 from __future__ import annotations
-
-import statistics
 
 from devtools.bench.machine import seconds_for
 from devtools.bench.stats import round_orders, summary
@@ -51,6 +50,60 @@ def decode_graph_ops(config: dict) -> dict:
     return counts
 
 
+def one_op_graphs(n_out: int, n_in: int, dtype_name: str, rows) -> dict:
+    """Two compiled one-op graphs computing x @ W.T + b for float32 x [rows,
+    n_in] and W [n_out, n_in] in `dtype_name`: MAX's matmul and our kernel
+    (fast/kernels, gpt2_linear_rows). `rows` is a number or a symbolic name."""
+    from max.driver import CPU
+    from max.dtype import DType
+    from max.engine import InferenceSession
+    from max.graph import DeviceRef, Graph, TensorType, ops
+
+    from fast.gpt2 import DTYPES, KERNELS
+
+    cpu = DeviceRef.CPU()
+    inputs = [
+        TensorType(DType.float32, [rows, n_in], device=cpu),
+        TensorType(DTYPES[dtype_name], [n_out, n_in], device=cpu),
+        TensorType(DType.float32, [n_out], device=cpu),
+    ]
+    session = InferenceSession(devices=[CPU()])
+    with Graph("max_matmul", input_types=inputs) as graph:
+        x, weight, bias = graph.inputs
+        # MAX's matmul in the weights' dtype, as a model in that dtype runs it.
+        product = ops.cast(x, weight.dtype) @ weight.T
+        graph.output(ops.cast(product, DType.float32) + bias)
+    max_matmul = session.load(graph)
+    with Graph("our_kernel", input_types=inputs, custom_extensions=[KERNELS]) as graph:
+        x = graph.inputs[0]
+        out_type = TensorType(DType.float32, [x.shape[0], n_out], device=cpu)
+        graph.output(ops.custom("gpt2_linear_rows", cpu, list(graph.inputs), [out_type])[0])
+    return dict(max_matmul=max_matmul, our_kernel=session.load(graph))
+
+
+def random_operands(n_out: int, n_in: int, dtype_name: str, rows: int, seed: int = 0):
+    """x, W (0.02 scale, in `dtype_name`) and a zero bias, as torch tensors."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    torch_dtype = torch.bfloat16 if dtype_name == "bfloat16" else torch.float32
+    x = torch.randn(rows, n_in, generator=generator)
+    weight = (torch.randn(n_out, n_in, generator=generator) * 0.02).to(torch_dtype)
+    return x, weight, torch.zeros(n_out)
+
+
+def interleaved_milliseconds(ways: dict, repeats: int) -> dict:
+    """Each call of `ways` timed `repeats` times, in rotating order after a
+    warm-up: {name: summary of milliseconds}."""
+    samples = {key: [] for key in ways}
+    for call in ways.values():  # warm-up
+        call()
+    for order in round_orders(list(ways), repeats):
+        for key in order:
+            samples[key].append(seconds_for(ways[key]) * 1000)
+    return {key: summary(values) for key, values in samples.items()}
+
+
 def projection_profile(config: dict, dtype_name: str, repeats: int = 30) -> dict:
     """Where a decode step's time goes: its largest projection, the head
     (one row x the vocab_size x n_embd embedding table), timed three ways in
@@ -58,55 +111,52 @@ def projection_profile(config: dict, dtype_name: str, repeats: int = 30) -> dict
     (fast/kernels, gpt2_linear_rows) in a one-op graph, and PyTorch's linear.
     Milliseconds per call, and the bytes/s each reaches reading the table."""
     import torch
-    from max.driver import CPU, Buffer
-    from max.dtype import DType
-    from max.engine import InferenceSession
-    from max.graph import DeviceRef, Graph, TensorType, ops
-
-    from fast.gpt2 import DTYPES, KERNELS
+    from max.driver import Buffer
 
     n_in, n_out = config["n_embd"], config["vocab_size"]
-    dtype = DTYPES[dtype_name]
-    torch_dtype = torch.bfloat16 if dtype_name == "bfloat16" else torch.float32
-    cpu = DeviceRef.CPU()
-    row = TensorType(DType.float32, [1, n_in], device=cpu)
-    table = TensorType(dtype, [n_out, n_in], device=cpu)
-    bias = TensorType(DType.float32, [n_out], device=cpu)
-    session = InferenceSession(devices=[CPU()])
-    with Graph("max_matmul", input_types=[row, table]) as graph:
-        x, weight = graph.inputs
-        graph.output(
-            x @ ops.cast(weight, DType.float32).T if dtype_name != "float32" else x @ weight.T
-        )
-    max_matmul = session.load(graph)
-    with Graph("our_kernel", input_types=[row, table, bias], custom_extensions=[KERNELS]) as graph:
-        out_type = TensorType(DType.float32, [1, n_out], device=cpu)
-        graph.output(ops.custom("gpt2_linear_rows", cpu, list(graph.inputs), [out_type])[0])
-    kernel = session.load(graph)
-    x = torch.randn(1, n_in)
-    weight = (torch.randn(n_out, n_in) * 0.02).to(torch_dtype)
-    zero_bias = torch.zeros(n_out)
+    graphs = one_op_graphs(n_out, n_in, dtype_name, 1)
+    x, weight, zero_bias = random_operands(n_out, n_in, dtype_name, 1)
     buffers = [Buffer.from_dlpack(t) for t in (x, weight, zero_bias)]
-    x_torch = x.to(torch_dtype)
-    ways = {
-        "max_matmul": lambda: max_matmul.execute(*buffers[:2]),
-        "our_kernel": lambda: kernel.execute(*buffers),
-        "torch_linear": lambda: torch.nn.functional.linear(x_torch, weight),
-    }
-    samples = {key: [] for key in ways}
-    for call in ways.values():  # warm-up
-        call()
-    for order in round_orders(list(ways), repeats):
-        for key in order:
-            samples[key].append(seconds_for(ways[key]) * 1000)
+    x_torch = x.to(weight.dtype)
+    milliseconds = interleaved_milliseconds(
+        {
+            "max_matmul": lambda: graphs["max_matmul"].execute(*buffers),
+            "our_kernel": lambda: graphs["our_kernel"].execute(*buffers),
+            "torch_linear": lambda: torch.nn.functional.linear(x_torch, weight),
+        },
+        repeats,
+    )
     table_bytes = n_out * n_in * (2 if dtype_name == "bfloat16" else 4)
     return dict(
         shape=[n_out, n_in],
         dtype=dtype_name,
         table_bytes=table_bytes,
-        milliseconds={key: summary(values) for key, values in samples.items()},
+        milliseconds=milliseconds,
         gb_per_s={
-            key: table_bytes / (statistics.median(values) / 1000) / 1e9
-            for key, values in samples.items()
+            key: table_bytes / (stats["median"] / 1000) / 1e9 for key, stats in milliseconds.items()
         },
     )
+
+
+ROW_COUNTS = (1, 2, 4, 8, 16, 32, 64)
+
+
+def rows_profile(config: dict, dtype_name: str, repeats: int = 15) -> dict:
+    """Our kernel against MAX's matmul as the rows grow (a server's batch of
+    decoded tokens), on the MLP's first projection (4 n_embd x n_embd):
+    the kernel reads each weight row once for all rows, so it wins while the
+    product is memory-bound and loses once it is compute-bound. Where it
+    stops winning is the served model's KERNEL_ROWS."""
+    from max.driver import Buffer
+
+    n_in = config["n_embd"]
+    n_out = 4 * n_in
+    graphs = one_op_graphs(n_out, n_in, dtype_name, "rows")
+    x, weight, zero_bias = random_operands(n_out, n_in, dtype_name, max(ROW_COUNTS))
+    per_rows = {}
+    for rows in ROW_COUNTS:
+        buffers = [Buffer.from_dlpack(t) for t in (x[:rows].contiguous(), weight, zero_bias)]
+        per_rows[rows] = interleaved_milliseconds(
+            {key: (lambda g=g, b=buffers: g.execute(*b)) for key, g in graphs.items()}, repeats
+        )
+    return dict(shape=[n_out, n_in], dtype=dtype_name, milliseconds=per_rows)

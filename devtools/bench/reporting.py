@@ -125,7 +125,8 @@ def format_profile(data: dict) -> str:
     lines.append(
         f"| **total** | **{sum(ops['step17'].values())}** | **{sum(ops['fast'].values())}** |"
     )
-    return "\n".join(lines + format_projection(data.get("projection"))) + "\n"
+    lines += format_projection(data.get("projection")) + format_rows(data.get("rows"))
+    return "\n".join(lines) + "\n"
 
 
 def format_projection(projection: dict | None) -> list[str]:
@@ -150,6 +151,28 @@ def format_projection(projection: dict | None) -> list[str]:
     for key, name in names.items():
         stats = projection["milliseconds"][key]
         lines.append(f"| {name} | {format_spread(stats)} | {projection['gb_per_s'][key]:.1f} |")
+    return lines
+
+
+def format_rows(rows: dict | None) -> list[str]:
+    """Our kernel against MAX's matmul by the number of rows (bench --profile)."""
+    if not rows:
+        return []
+    n_out, n_in = rows["shape"]
+    lines = [
+        "",
+        f"One projection ({n_out} x {n_in}, {rows['dtype']} weights) for a batch of rows, "
+        "as a server's batch of decoded tokens grows; milliseconds per call, interleaved:",
+        "",
+        "| rows | MAX's matmul | our kernel | kernel speed-up |",
+        "|---|---|---|---|",
+    ]
+    for count, ways in rows["milliseconds"].items():
+        matmul, kernel = ways["max_matmul"], ways["our_kernel"]
+        lines.append(
+            f"| {count} | {format_spread(matmul)} | {format_spread(kernel)} | "
+            f"{matmul['median'] / kernel['median']:.2f}x |"
+        )
     return lines
 
 
