@@ -209,6 +209,37 @@ class LlamaGenerator:
             llm.eval([token])
 
 
+def crash_on(path: Path, context: int, seconds: float = 300) -> str | None:
+    """Why llama.cpp cannot decode the GGUF file at `path` on this machine,
+    or None when it can: a child process loads it and decodes two tokens, so
+    that a crash inside llama.cpp (some of its CPU-specific kernels fault on
+    some CPUs) costs that child, not the benchmark."""
+    import signal
+    import subprocess
+
+    from common import max_runtime
+
+    probe = (
+        "import sys; from pathlib import Path; from devtools.llama_peer import LlamaGenerator; "
+        f"LlamaGenerator(Path(sys.argv[1]), context={context}).generate([1, 2, 3], 2)"
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", probe, str(path)],
+            cwd=Path(__file__).resolve().parents[1],
+            env=max_runtime.child_env(),
+            capture_output=True,
+            timeout=seconds,
+        )
+    except subprocess.TimeoutExpired:
+        return f"decoding two tokens took over {seconds:.0f} s"
+    if done.returncode == 0:
+        return None
+    if done.returncode < 0:
+        return f"llama.cpp crashed on this CPU ({signal.Signals(-done.returncode).name})"
+    return f"llama.cpp failed (exit status {done.returncode})"
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = ArgumentParser(
         prog="python -m devtools.llama_peer", description=__doc__.splitlines()[0]

@@ -118,11 +118,10 @@ def convert_safetensors(state_dict: dict[str, Weights], **unused: Any) -> dict[s
 
 # ANCHOR: kernel_linear
 # Up to how many rows (tokens in a batch) our kernel runs; beyond, MAX's
-# matmul (prompts). Reading weights that are not in any cache, the two are
-# about as fast in float32 from a handful of rows on, and MAX's matmul wins
-# from about a dozen: `python -m devtools.bench --profile` measures both
-# (docs/src/bench/profile.md). MAX serves bfloat16 on accelerators only, where
-# the kernels do not run.
+# matmul (prompts). In float32 the kernel is the faster up to about 8 rows and
+# MAX's matmul from about 16: `python -m devtools.bench --profile` times both
+# (the table of rows in docs/src/bench/profile.md). MAX serves bfloat16 on
+# accelerators only, where the kernels do not run.
 KERNEL_ROWS = 8
 
 

@@ -58,9 +58,11 @@ def test_the_report_names_the_machine_and_judges_the_goals() -> None:
         "server": [level(1, 30.0), level(16, 330.0)],
         "cross_check": {"skipped": "max benchmark needs the extra"},
         "transformers": [level(1, 40.0), level(16, 100.0)],
+        "llama_server": {"levels": [level(1, 60.0), level(16, 60.0)]},
         "fast": level(1, 40.0),
     }
     text = report.table(data)
+    assert "330.0 vs 60.0 tokens/s (5.50x): met" in text  # against llama.cpp's server
     assert "Measured on a test machine" in text
     assert "30.0 vs 40.0 tokens/s (0.75x): missed" in text
     assert "330.0 vs 100.0 tokens/s (3.30x): met" in text
@@ -75,3 +77,20 @@ def test_bad_input_is_a_usage_error(argv: list[str], capsys: pytest.CaptureFixtu
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "Traceback" not in err
+
+
+def test_llama_server_answers_every_level_on_the_tiny_fixture(tmp_path) -> None:
+    """The llama.cpp server contender end to end, when the peers extra is
+    installed: every level measured, every request given all its tokens."""
+    from devtools import llama_peer
+    from devtools.serve_bench import llama_server
+    from tests.fixtures import hf_model, write_checkpoint
+
+    why = llama_peer.missing()
+    if why:
+        pytest.skip(why)
+    directory = write_checkpoint(tmp_path / "checkpoint", hf_model(n_positions=128))
+    measured = llama_server.measure(directory, tmp_path, [1, 2], requests=3, max_tokens=4)
+    assert [level["concurrency"] for level in measured["levels"]] == [1, 2]
+    for level in measured["levels"]:
+        assert level["tokens"] == level["requests"] * 4, level

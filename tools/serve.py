@@ -156,19 +156,28 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait_ready(server: subprocess.Popen, base_url: str, timeout: float) -> None:
+def wait_ready(
+    server: subprocess.Popen,
+    base_url: str,
+    timeout: float,
+    *,
+    path: str = "/health",
+    name: str = "max serve",
+) -> None:
+    """Poll `base_url + path` until it answers 200 (bounded by `timeout`);
+    Failure if the server exits first or never answers."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if server.poll() is not None:
-            raise Failure(f"max serve exited with status {server.returncode} before it was ready.")
+            raise Failure(f"{name} exited with status {server.returncode} before it was ready.")
         try:
-            with urllib.request.urlopen(f"{base_url}/health", timeout=5) as response:
+            with urllib.request.urlopen(f"{base_url}{path}", timeout=5) as response:
                 if response.status == 200:
                     return
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             pass
         time.sleep(1)
-    raise Failure(f"max serve did not answer {base_url}/health within {timeout:.0f} s.")
+    raise Failure(f"{name} did not answer {base_url}{path} within {timeout:.0f} s.")
 
 
 def usage(base_url: str) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -138,6 +139,10 @@ def llama_contenders(directory: Path, dtype: str) -> list[Contender]:
     contenders = []
     for kind in kinds:
         path = llama_peer.write_gguf(directory, directory / f"model-{kind}.gguf", kind)
+        crash = llama_peer.crash_on(path, config["n_positions"])
+        if crash:
+            print(f"llama.cpp ({kind}) is left out: {crash}.", file=sys.stderr, flush=True)
+            continue
         generator = llama_peer.LlamaGenerator(path, context=config["n_positions"])
         label = f"llama.cpp ({kind}{', 8-bit weights' if kind == 'q8_0' else ''})"
         contenders.append(

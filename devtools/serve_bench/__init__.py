@@ -1,6 +1,6 @@
 """Serving GPT-2 under load: `python -m devtools.serve_bench`.
 
-    python -m devtools.serve_bench [--weights DIR] [--json F] [--quick]
+    python -m devtools.serve_bench [--weights DIR] [--concurrency N ...] [--json F]
 
 A GPT-2 124M-shaped checkpoint is made locally (random weights, nothing
 downloaded) unless --weights names one. Then, one contender at a time, never
@@ -14,6 +14,8 @@ two at once on the machine:
 2. After the server stops, the peers (`peers.py`): transformers' `generate`,
    batched at the same concurrency (left-padded), and our fast model
    (fast/gpt2.py) on one stream.
+3. llama.cpp's OpenAI-compatible server on the same weights at the same
+   levels, when the `peers` extra is installed (`llama_server.py`).
 
 Each level reports throughput (generated tokens/s over the wall time), time
 to first token (TTFT) and inter-token latency (ITL), median and 99th

@@ -11,7 +11,7 @@ from pathlib import Path
 from common import max_runtime
 from common.cli import ArgumentParser, UsageError, exit_status, progress
 from common.steps import REPO
-from devtools.serve_bench import report
+from devtools.serve_bench import llama_server, report
 from devtools.serve_bench.peers import fast_single_stream, transformers_levels
 from devtools.serve_bench.server import measure_server
 
@@ -62,6 +62,9 @@ def run(args: argparse.Namespace) -> dict:
             batched = transformers_levels(
                 directory, args.concurrency, args.requests, args.max_tokens
             )
+        llama = llama_server.measure(
+            directory, scratch, args.concurrency, args.requests, args.max_tokens
+        )
         with progress("fast/gpt2.py, one stream"):
             fast = fast_single_stream(directory, args.max_tokens, min(args.requests, 16))
     return {
@@ -71,6 +74,7 @@ def run(args: argparse.Namespace) -> dict:
         "server": served["levels"],
         "cross_check": served["cross_check"],
         "transformers": batched,
+        "llama_server": llama,
         "fast": fast,
         "session": served["session"],
     }

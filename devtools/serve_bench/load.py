@@ -92,10 +92,19 @@ def token_arrivals(base_url: str, body: dict) -> list[float]:
     return arrivals
 
 
-def run_level(base_url: str, model: str, concurrency: int, requests: int, max_tokens: int) -> dict:
-    """`requests` streamed completions, `concurrency` in flight at a time."""
+def run_level(
+    base_url: str,
+    model: str,
+    concurrency: int,
+    requests: int,
+    max_tokens: int,
+    extra: dict | None = None,
+) -> dict:
+    """`requests` streamed completions, `concurrency` in flight at a time;
+    `extra` adds fields a particular server needs to each request."""
     bodies = [
-        completion_body(model, PROMPTS[i % len(PROMPTS)], max_tokens) for i in range(requests)
+        completion_body(model, PROMPTS[i % len(PROMPTS)], max_tokens) | (extra or {})
+        for i in range(requests)
     ]
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=concurrency) as pool:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 SERVER = "max serve (our GPT-2)"
 BATCHED = "transformers `generate`, batched"
+LLAMA = "llama.cpp's server (llama-cpp-python, f32)"
 
 
 def level(rows: list[dict], concurrency: int) -> dict | None:
@@ -41,6 +42,10 @@ def table(data: dict) -> str:
     elif checked:
         lines.append(row("`max benchmark` against the same server", checked))
     lines += [row(BATCHED, stats) for stats in data["transformers"]]
+    llama = data.get("llama_server") or {}
+    if "skipped" in llama:
+        lines.append(f"| {LLAMA} | | {llama['skipped']} | | |")
+    lines += [row(LLAMA, stats) for stats in llama.get("levels", [])]
     lines.append(row("ours, fast (fast/gpt2.py), one stream", data["fast"]))
     return "\n".join(lines + ["", *goals(data)]) + "\n"
 
@@ -65,6 +70,14 @@ def goals(data: dict) -> list[str]:
             f"- Concurrency 16 at least 3x transformers batched: {served['tokens_per_second']:.1f}"
             f" vs {batched['tokens_per_second']:.1f} tokens/s ({ratio:.2f}x): {verdict}."
         )
+    llama = level((data.get("llama_server") or {}).get("levels", []), 16)
+    if served and llama:
+        ratio = served["tokens_per_second"] / llama["tokens_per_second"]
+        verdict = "met" if ratio >= 1 else "missed"
+        said.append(
+            f"- Concurrency 16 at least llama.cpp's server: {served['tokens_per_second']:.1f}"
+            f" vs {llama['tokens_per_second']:.1f} tokens/s ({ratio:.2f}x): {verdict}."
+        )
     return said
 
 
@@ -78,7 +91,10 @@ def plot(data: dict, path: Path) -> None:
     for rows, label, colour in (
         (data["server"], "max serve (our GPT-2)", "#4c72b0"),
         (data["transformers"], "transformers generate, batched", "#999999"),
+        ((data.get("llama_server") or {}).get("levels", []), "llama.cpp's server", "#55a868"),
     ):
+        if not rows:
+            continue
         levels = [r["concurrency"] for r in rows]
         axis.plot(levels, [r["tokens_per_second"] for r in rows], "o-", label=label, color=colour)
     axis.axhline(

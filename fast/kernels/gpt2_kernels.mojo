@@ -64,7 +64,42 @@ struct LinearRows:
         def task(index: Int) {var}:
             var first = index * ROWS_PER_TASK
             var last = min(first + ROWS_PER_TASK, n_out)
-            for n in range(first, last):
+            var n_start = first
+            if rows == 1:
+                # One token (decoding): four weight rows at a time, each with
+                # its own sum, share every load of x and keep four streams of
+                # loads in flight.
+                while n_start + 4 <= last:
+                    var w0 = w_ptr + n_start * n_in
+                    var w1 = w0 + n_in
+                    var w2 = w1 + n_in
+                    var w3 = w2 + n_in
+                    var a0 = SIMD[DType.float32, WIDTH](0)
+                    var a1 = SIMD[DType.float32, WIDTH](0)
+                    var a2 = SIMD[DType.float32, WIDTH](0)
+                    var a3 = SIMD[DType.float32, WIDTH](0)
+                    for k in range(0, vector_end, WIDTH):
+                        var xk = (x_ptr + k).load[width=WIDTH]()
+                        a0 += (w0 + k).load[width=WIDTH]().cast[DType.float32]() * xk
+                        a1 += (w1 + k).load[width=WIDTH]().cast[DType.float32]() * xk
+                        a2 += (w2 + k).load[width=WIDTH]().cast[DType.float32]() * xk
+                        a3 += (w3 + k).load[width=WIDTH]().cast[DType.float32]() * xk
+                    var t0 = a0.reduce_add()
+                    var t1 = a1.reduce_add()
+                    var t2 = a2.reduce_add()
+                    var t3 = a3.reduce_add()
+                    for k in range(vector_end, n_in):
+                        t0 += w0[k].cast[DType.float32]() * x_ptr[k]
+                        t1 += w1[k].cast[DType.float32]() * x_ptr[k]
+                        t2 += w2[k].cast[DType.float32]() * x_ptr[k]
+                        t3 += w3[k].cast[DType.float32]() * x_ptr[k]
+                    var col = out_strides[1]
+                    out_ptr[n_start * col] = t0 + b_ptr[n_start * b_stride]
+                    out_ptr[(n_start + 1) * col] = t1 + b_ptr[(n_start + 1) * b_stride]
+                    out_ptr[(n_start + 2) * col] = t2 + b_ptr[(n_start + 2) * b_stride]
+                    out_ptr[(n_start + 3) * col] = t3 + b_ptr[(n_start + 3) * b_stride]
+                    n_start += 4
+            for n in range(n_start, last):
                 var w_row = w_ptr + n * n_in
                 var b = b_ptr[n * b_stride]
                 var m = 0

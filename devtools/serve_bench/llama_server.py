@@ -1,0 +1,75 @@
+"""llama.cpp's OpenAI-compatible server as a serving peer: the same weights,
+written to an f32 GGUF file, served by llama-cpp-python's server with every
+core, and measured with the same load generator at the same levels.
+
+That server answers one request at a time (it holds a lock around its one
+llama.cpp context), so at concurrency above 1 the other requests wait their
+turn: its throughput stays at one stream's, and time to first token grows
+with the queue. llama.cpp's own C++ `llama-server` decodes parallel slots in
+one batch; the Python package does not build it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from common.cli import progress
+from devtools import llama_peer
+from devtools.serve_bench.load import PROMPTS, completion_body, run_level, token_arrivals
+from tools.serve import SERVED_NAME, free_port, start, stop, wait_ready
+
+NAME = "llama.cpp's server (llama-cpp-python, f32)"
+
+
+def server_command(gguf: Path, port: int, threads: int) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(gguf),
+        "--model_alias",
+        SERVED_NAME,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_threads",
+        str(threads),
+        "--n_threads_batch",
+        str(threads),
+        "--n_ctx",
+        "1024",
+    ]
+
+
+def measure(
+    directory: Path, scratch: Path, levels: list[int], requests: int, max_tokens: int
+) -> dict:
+    """Every level against llama.cpp's server, or why it was skipped."""
+    why = llama_peer.missing()
+    if why:
+        return {"skipped": why}
+    gguf = llama_peer.write_gguf(directory, scratch / "gpt2-f32.gguf", "f32")
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    # GPT-2's end-of-text may come early from random weights: min_tokens
+    # makes every request generate max_tokens, as ignore_eos does for MAX.
+    extra = {"min_tokens": max_tokens}
+    with open(scratch / "llama-server.log", "w") as log:
+        server = start(server_command(gguf, port, os.cpu_count() or 1), log)
+        try:
+            wait_ready(server, base_url, 300, path="/v1/models", name="llama.cpp's server")
+            token_arrivals(base_url, completion_body(SERVED_NAME, PROMPTS[0], 4))  # warm-up
+            measured = []
+            for concurrency in levels:
+                with progress(f"llama.cpp's server: concurrency {concurrency}"):
+                    count = max(requests, 2 * concurrency)
+                    measured.append(
+                        run_level(base_url, SERVED_NAME, concurrency, count, max_tokens, extra)
+                    )
+        finally:
+            stop(server)
+    return {"levels": measured}
