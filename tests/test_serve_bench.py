@@ -7,7 +7,7 @@ import pytest
 
 from devtools.serve_bench import report
 from devtools.serve_bench.__main__ import main
-from devtools.serve_bench.load import percentile, summarize
+from devtools.serve_bench.load import is_token_event, percentile, summarize
 from devtools.serve_bench.peers import StepClock, left_padded
 
 
@@ -26,6 +26,13 @@ def test_every_token_event_counts_even_without_text() -> None:
     assert stats["ttft_ms"]["p50"] == pytest.approx(150.0)
     assert stats["itl_ms"]["p50"] == pytest.approx(150.0)  # gaps 0.1, 0.1, 0.2, 0.2
     assert stats["itl_ms"]["p99"] == pytest.approx(200.0)
+
+
+def test_a_token_event_is_a_chunk_with_a_token_not_the_closing_one() -> None:
+    assert is_token_event({"choices": [{"text": "", "finish_reason": None}]})  # no text yet
+    assert is_token_event({"choices": [{"text": " end", "finish_reason": "length"}]})
+    assert not is_token_event({"choices": [{"text": "", "finish_reason": "length"}]})
+    assert not is_token_event({"choices": []})
 
 
 def test_left_padding_right_aligns_every_prompt() -> None:

@@ -7,6 +7,11 @@ llama.cpp context), so at concurrency above 1 the other requests wait their
 turn: its throughput stays at one stream's, and time to first token grows
 with the queue. llama.cpp's own C++ `llama-server` decodes parallel slots in
 one batch; the Python package does not build it.
+
+Its stream is not one event per token (it holds back the bytes of characters
+not yet complete and sends them in other events), so it is measured without
+streaming: the tokens its answers count over the wall time, and no
+latencies.
 """
 
 from __future__ import annotations
@@ -68,7 +73,9 @@ def measure(
                 with progress(f"llama.cpp's server: concurrency {concurrency}"):
                     count = max(requests, 2 * concurrency)
                     measured.append(
-                        run_level(base_url, SERVED_NAME, concurrency, count, max_tokens, extra)
+                        run_level(
+                            base_url, SERVED_NAME, concurrency, count, max_tokens, extra, False
+                        )
                     )
         finally:
             stop(server)

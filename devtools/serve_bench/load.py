@@ -73,6 +73,14 @@ def completion_body(model: str, prompt: str, max_tokens: int) -> dict:
     }
 
 
+def is_token_event(chunk: dict) -> bool:
+    """Whether a streamed chunk carries a generated token. A token may have no
+    text (its bytes end in a later token); a closing chunk with no text that
+    only says why the stream ended (llama.cpp's server sends one) is no token."""
+    choices = chunk.get("choices") or []
+    return any(c.get("text") or c.get("finish_reason") is None for c in choices)
+
+
 def token_arrivals(base_url: str, body: dict) -> list[float]:
     """Send one streamed completion; the arrival time of each token event."""
     request = urllib.request.Request(
@@ -87,9 +95,20 @@ def token_arrivals(base_url: str, body: dict) -> list[float]:
             line = raw.decode().strip()
             if not line.startswith("data:") or line == "data: [DONE]":
                 continue
-            if json.loads(line.removeprefix("data:")).get("choices"):
+            if is_token_event(json.loads(line.removeprefix("data:"))):
                 arrivals.append(time.perf_counter() - started)
     return arrivals
+
+
+def completion_tokens(base_url: str, body: dict) -> int:
+    """Send one completion, not streamed; how many tokens it generated."""
+    request = urllib.request.Request(
+        f"{base_url}/v1/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT) as response:
+        return int(json.loads(response.read())["usage"]["completion_tokens"])
 
 
 def run_level(
@@ -99,14 +118,28 @@ def run_level(
     requests: int,
     max_tokens: int,
     extra: dict | None = None,
+    stream: bool = True,
 ) -> dict:
-    """`requests` streamed completions, `concurrency` in flight at a time;
-    `extra` adds fields a particular server needs to each request."""
+    """`requests` completions, `concurrency` in flight at a time; `extra`
+    adds fields a particular server needs to each request. Streamed, every
+    token is timed; not streamed (stream=False), only the tokens the server
+    counted and the wall time are known: throughput, no latencies."""
     bodies = [
-        completion_body(model, PROMPTS[i % len(PROMPTS)], max_tokens) | (extra or {})
+        completion_body(model, PROMPTS[i % len(PROMPTS)], max_tokens)
+        | (extra or {})
+        | {"stream": stream}
         for i in range(requests)
     ]
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        arrivals = list(pool.map(lambda body: token_arrivals(base_url, body), bodies))
-    return summarize(arrivals, time.perf_counter() - started, concurrency)
+        if stream:
+            arrivals = list(pool.map(lambda body: token_arrivals(base_url, body), bodies))
+        else:
+            counts = list(pool.map(lambda body: completion_tokens(base_url, body), bodies))
+    seconds = time.perf_counter() - started
+    if stream:
+        return summarize(arrivals, seconds, concurrency)
+    return summarize([[] for _ in counts], seconds, concurrency) | {
+        "tokens": sum(counts),
+        "tokens_per_second": round(sum(counts) / seconds, 2),
+    }
