@@ -190,6 +190,14 @@ def lookup_failure(failure, tables: str):
     return None
 
 
+def build_with_tables(ctx, name: str, config: GPT2Config, tables: dict, shapes: dict):
+    """Build `name`, check its Embedding tables, load weights of `shapes`:
+    (module, weights)."""
+    module = build_embeddings(ctx, name, config)
+    expect_tables(module, config, tables)
+    return module, ctx.load_weights(module, shapes)
+
+
 def call_with_lookups(ctx, name: str, module, ids, tables: str, other=None):
     """ctx.call(name, module, tensor(ids)), for a module that looks ids up in
     Embedding tables: a failing lookup is explained with `tables` (see

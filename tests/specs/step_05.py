@@ -5,9 +5,8 @@ from tests.mistakes import Mutant, m
 from tests.specs.common import (
     BATCH,
     SEQ,
-    build_embeddings,
+    build_with_tables,
     call_with_lookups,
-    expect_tables,
     small_config,
 )
 
@@ -17,9 +16,7 @@ TABLES = {"wte": ("vocab_size", "vocabulary entry")}
 
 
 def build(ctx: Context):
-    module = build_embeddings(ctx, "GPT2TokenEmbedding", CONFIG)
-    expect_tables(module, CONFIG, TABLES)
-    return module, ctx.load_weights(module, SHAPES)
+    return build_with_tables(ctx, "GPT2TokenEmbedding", CONFIG, TABLES, SHAPES)
 
 
 def parameters(ctx: Context) -> None:

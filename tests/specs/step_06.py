@@ -6,9 +6,8 @@ from tests.mistakes import m
 from tests.specs.common import (
     BATCH,
     SEQ,
-    build_embeddings,
+    build_with_tables,
     call_with_lookups,
-    expect_tables,
     small_config,
 )
 
@@ -21,9 +20,7 @@ TABLES = {"wte": ("vocab_size", "vocabulary entry"), "wpe": ("n_positions", "pos
 
 
 def build(ctx: Context):
-    module = build_embeddings(ctx, "GPT2Embeddings", CONFIG)
-    expect_tables(module, CONFIG, TABLES)
-    return module, ctx.load_weights(module, SHAPES)
+    return build_with_tables(ctx, "GPT2Embeddings", CONFIG, TABLES, SHAPES)
 
 
 def parameters(ctx: Context) -> None:

@@ -7,9 +7,9 @@ from tests.specs.common import (
     BATCH,
     SEQ,
     build_embeddings,
+    build_with_tables,
     call_with_lookups,
     config_field_of,
-    expect_tables,
     model_shapes,
     shared_parameters,
     small_config,
@@ -23,9 +23,7 @@ TABLES = {"wte": ("vocab_size", "vocabulary entry"), "wpe": ("n_positions", "pos
 
 
 def build(ctx: Context, config=CONFIG):
-    model = build_embeddings(ctx, "GPT2Model", config)
-    expect_tables(model, config, TABLES)
-    return model, ctx.load_weights(model, model_shapes(config))
+    return build_with_tables(ctx, "GPT2Model", config, TABLES, model_shapes(config))
 
 
 def separate_blocks(ctx: Context) -> None:
