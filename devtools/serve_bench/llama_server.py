@@ -25,8 +25,6 @@ from devtools import llama_peer
 from devtools.serve_bench.load import PROMPTS, completion_body, run_level, token_arrivals
 from tools.serve import SERVED_NAME, free_port, start, stop, wait_ready
 
-NAME = "llama.cpp's server (llama-cpp-python, f32)"
-
 
 def server_command(gguf: Path, port: int, threads: int) -> list[str]:
     return [

@@ -100,15 +100,18 @@ def token_arrivals(base_url: str, body: dict) -> list[float]:
     return arrivals
 
 
+def post_json(url: str, body: dict, timeout: float = 120) -> dict:
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return json.loads(response.read())
+
+
 def completion_tokens(base_url: str, body: dict) -> int:
     """Send one completion, not streamed; how many tokens it generated."""
-    request = urllib.request.Request(
-        f"{base_url}/v1/completions",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT) as response:
-        return int(json.loads(response.read())["usage"]["completion_tokens"])
+    answer = post_json(f"{base_url}/v1/completions", body, timeout=REQUEST_TIMEOUT)
+    return int(answer["usage"]["completion_tokens"])
 
 
 def run_level(

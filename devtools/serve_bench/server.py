@@ -6,12 +6,17 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import urllib.request
 from pathlib import Path
 
 from common.cli import progress
 from devtools.serve_bench import cross_check
-from devtools.serve_bench.load import PROMPTS, completion_body, run_level, token_arrivals
+from devtools.serve_bench.load import (
+    PROMPTS,
+    completion_body,
+    post_json,
+    run_level,
+    token_arrivals,
+)
 from tools.serve import SERVED_NAME, free_port, max_serve_command, start, stop, wait_ready
 
 SESSION_PROMPT = "The quick brown fox"
@@ -25,14 +30,6 @@ LOG_MARKERS = (
     "max_batch_size:",
     "Server ready",
 )
-
-
-def post_json(url: str, body: dict, timeout: float = 120) -> dict:
-    request = urllib.request.Request(
-        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        return json.loads(response.read())
 
 
 def record_session(base_url: str, log_text: str) -> str:
