@@ -27,6 +27,8 @@ psutil = pytest.importorskip("psutil")
 
 from common import max_runtime  # noqa: E402
 from common.steps import REPO  # noqa: E402
+from devtools.serve_bench.steps import read_steps, split_step_time  # noqa: E402
+from gpt2_serving.model import STEP_LOG  # noqa: E402
 from tests.fixtures import hf_model, run_tool, write_checkpoint  # noqa: E402
 from tools.generate import Tokenizer  # noqa: E402
 from tools.serve import SERVED_NAME, free_port  # noqa: E402
@@ -67,6 +69,7 @@ class Server:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.log = log
+        self.step_log = log.with_name("steps.log")  # every model step's start and end
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -82,7 +85,7 @@ class Server:
                 str(log),
             ],
             cwd=REPO,
-            env=max_runtime.child_env(),
+            env=max_runtime.child_env(**{STEP_LOG: str(self.step_log)}),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -269,6 +272,17 @@ def test_bad_request_is_a_4xx_json_error(server, client, what) -> None:
     assert complete(client, PROMPT, 4) == complete(client, PROMPT, 4)
     status, body = post(server, good(temperature=0, ignore_eos=True))
     assert status == 200, body
+
+
+def test_the_step_log_splits_a_token_between_model_and_pipeline(server, client) -> None:
+    """With STEP_LOG set, the model worker logs one step per generated token
+    of a lone request (devtools.serve_bench's split of a token's time)."""
+    started = time.monotonic_ns()
+    completion = greedy(client, "The quick brown fox", 6)
+    split = split_step_time(read_steps(server.step_log), (started, time.monotonic_ns()))
+    assert split is not None, "no model steps were logged"
+    assert split["steps"] == completion.usage.completion_tokens
+    assert split["model_ms"] > 0 and split["between_ms"] > 0
 
 
 LOAD_REQUESTS = 200

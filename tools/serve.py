@@ -102,10 +102,11 @@ def max_serve_command(args: argparse.Namespace, directory: Path) -> list[str]:
     return command
 
 
-def server_env() -> dict[str, str]:
+def server_env(**extra: str) -> dict[str, str]:
     # The model directory is local: MAX must not reach for the hub, nor send
     # telemetry, nor bind a second (metrics) port.
     return max_runtime.child_env(
+        **extra,
         HF_HUB_OFFLINE="1",
         MAX_SERVE_DISABLE_TELEMETRY="1",
         MAX_SERVE_METRIC_RECORDING_METHOD="NOOP",
@@ -113,12 +114,12 @@ def server_env() -> dict[str, str]:
     )
 
 
-def start(command: list[str], log) -> subprocess.Popen:
+def start(command: list[str], log, **extra_env: str) -> subprocess.Popen:
     """`max serve` in a process group of its own, so stop() reaches every worker."""
     return subprocess.Popen(
         command,
         cwd=REPO,
-        env=server_env(),
+        env=server_env(**extra_env),
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,

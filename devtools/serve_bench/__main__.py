@@ -72,6 +72,7 @@ def run(args: argparse.Namespace) -> dict:
         "device": args.device or "default device",
         "max_tokens": args.max_tokens,
         "server": served["levels"],
+        "server_steps": served["steps"],
         "cross_check": served["cross_check"],
         "transformers": batched,
         "llama_server": llama,

@@ -6,10 +6,11 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import time
 from pathlib import Path
 
 from common.cli import progress
-from devtools.serve_bench import cross_check
+from devtools.serve_bench import cross_check, steps
 from devtools.serve_bench.load import (
     PROMPTS,
     completion_body,
@@ -17,6 +18,7 @@ from devtools.serve_bench.load import (
     run_level,
     token_arrivals,
 )
+from gpt2_serving.model import STEP_LOG
 from tools.serve import SERVED_NAME, free_port, max_serve_command, start, stop, wait_ready
 
 SESSION_PROMPT = "The quick brown fox"
@@ -66,22 +68,26 @@ def measure_server(args: argparse.Namespace, directory: Path, scratch: Path) -> 
         host="127.0.0.1", port=port, max_batch_size=max(args.concurrency), device=args.device
     )
     base_url = f"http://127.0.0.1:{port}"
-    log_path = scratch / "max-serve.log"
+    log_path, step_log = scratch / "max-serve.log", scratch / "steps.log"
     with open(log_path, "w") as log:
-        server = start(max_serve_command(serve_args, directory), log)
+        server = start(max_serve_command(serve_args, directory), log, **{STEP_LOG: str(step_log)})
         try:
             with progress("max serve: loading and compiling the model"):
                 wait_ready(server, base_url, args.startup_timeout)
             session = record_session(base_url, log_path.read_text())
             token_arrivals(base_url, completion_body(SERVED_NAME, PROMPTS[0], 4))  # warm-up
-            levels = []
+            levels, step_time = [], None
             for concurrency in args.concurrency:
                 with progress(f"max serve: concurrency {concurrency}"):
                     requests = max(args.requests, 2 * concurrency)
+                    started = time.monotonic_ns()
                     levels.append(
                         run_level(base_url, SERVED_NAME, concurrency, requests, args.max_tokens)
                     )
+                    if concurrency == 1:
+                        window = (started, time.monotonic_ns())
+                        step_time = steps.split_step_time(steps.read_steps(step_log), window)
             checked = cross_check.run(args, directory, port, scratch)
         finally:
             stop(server)
-    return {"levels": levels, "cross_check": checked, "session": session}
+    return {"levels": levels, "cross_check": checked, "session": session, "steps": step_time}
