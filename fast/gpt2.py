@@ -108,28 +108,29 @@ class FastGPT2(MaxGPT2LMHeadModel):
             attention = block.attn
             heads, head_dim = attention.num_heads, attention.head_dim
             qkv = _linear(attention.c_attn, _layer_norm(block.ln_1, hidden_states))
-            query, key, value = (
-                attention._split_heads(part, heads, head_dim)
-                for part in F.split(qkv, [attention.embed_dim] * 3, axis=-1)
-            )
             # The caches as graph buffers: the kernels write into them.
             cache = [key_cache.__buffervalue__(), value_cache.__buffervalue__()]
             if seq_length == 1:
-                # Writes this token's key and value at `start`, attends over 0..start.
+                # Takes qkv as it is, writes this token's key and value at
+                # `start`, attends over 0..start, returns the heads merged.
                 attn_output = _kernel(
                     "gpt2_decode_attention",
-                    [*cache, query, key, value, start],
+                    [*cache, qkv, start],
                     index,
-                    out_type=TensorType(FLOAT32, query.shape, device=query.device),
+                    out_type=TensorType(FLOAT32, hidden_states.shape, device=qkv.device),
                 )
             else:
                 # A prompt on an empty cache: store its keys and values, then
                 # causal attention over its own positions with MAX's ops.
+                query, key, value = (
+                    attention._split_heads(part, heads, head_dim)
+                    for part in F.split(qkv, [attention.embed_dim] * 3, axis=-1)
+                )
                 _kernel("gpt2_cache_write", [*cache, key, value, start], index)
                 scores = query @ key.transpose(-1, -2) * (1.0 / math.sqrt(head_dim))
                 scores = scores + causal_mask(seq_length, 0, dtype=FLOAT32, device=scores.device)
                 attn_output = F.softmax(scores, axis=-1) @ value
-            attn_output = attention._merge_heads(attn_output, heads, head_dim)
+                attn_output = attention._merge_heads(attn_output, heads, head_dim)
             hidden_states = hidden_states + _linear(attention.c_proj, attn_output)
             mlp = block.mlp
             inner = _linear(mlp.c_fc, _layer_norm(block.ln_2, hidden_states))

@@ -218,42 +218,43 @@ struct DecodeAttention:
     """One new token per sequence: writes its key and value at position
     `start` of one layer's caches, then attends over positions 0 .. start.
 
-    query, key, value: [batch, heads, 1, head_dim]; output likewise. The
-    softmax is computed online (running max and sum), in one pass over the
-    cache, so no scores array is needed.
+    qkv: [batch, 1, 3 * embed], the c_attn projection as it comes (query,
+    key, value side by side, each head's head_dim values together);
+    output: [batch, 1, embed], the heads merged back. Reading the heads
+    straight from qkv spares the graph a split, three reshapes and
+    transposes into heads and one back, per layer. The softmax is computed
+    online (running max and sum), in one pass over the cache, so no scores
+    array is needed.
     """
 
     @staticmethod
     def execute[
         target: StaticString
     ](
-        output: OutputTensor[dtype = DType.float32, rank=4, ...],
+        output: OutputTensor[dtype = DType.float32, rank=3, ...],
         key_cache: MutableInputTensor[dtype = DType.float32, rank=5, ...],
         value_cache: MutableInputTensor[dtype = DType.float32, rank=5, ...],
-        query: InputTensor[dtype = DType.float32, rank=4, ...],
-        key: InputTensor[dtype = DType.float32, rank=4, ...],
-        value: InputTensor[dtype = DType.float32, rank=4, ...],
+        qkv: InputTensor[dtype = DType.float32, rank=3, ...],
         start: InputTensor[dtype = DType.int64, rank=1, ...],
         layer_index: InputTensor[dtype = DType.int64, rank=1, ...],
     ) raises:
         var layer = Int(layer_index.unsafe_ptr()[0])
-        var batch = query.dim_size(0)
-        var heads = query.dim_size(1)
-        var head_dim = query.dim_size(3)
+        var batch = qkv.dim_size(0)
+        var heads = key_cache.dim_size(2)
+        var head_dim = key_cache.dim_size(4)
+        var embed = heads * head_dim
         var context = key_cache.dim_size(3)
         var position = Int(start.unsafe_ptr()[0])
         if position < 0 or position >= context:
             raise Error("gpt2_decode_attention: position beyond the cache")
+        if qkv.dim_size(1) != 1 or qkv.dim_size(2) != 3 * embed:
+            raise Error("gpt2_decode_attention: qkv must be [batch, 1, 3 * heads * head_dim]")
         var kc = key_cache.unsafe_ptr()
         var vc = value_cache.unsafe_ptr()
-        var q_in = query.unsafe_ptr()
-        var k_in = key.unsafe_ptr()
-        var v_in = value.unsafe_ptr()
+        var qkv_in = qkv.unsafe_ptr()
         var out_ptr = output.unsafe_ptr()
-        var qs = query.strides()
-        var ks = key.strides()
-        var vs = value.strides()
-        var os = output.strides()
+        var qkv_strides = qkv.strides()
+        var out_strides = output.strides()
         var scale = Float32(1.0) / Float32(head_dim).__pow__(Float32(0.5))
         var vector_end = head_dim - head_dim % WIDTH
         # Per (batch, head): its query and its running output, contiguous.
@@ -265,11 +266,15 @@ struct DecodeAttention:
             var base = ((layer * batch + b) * heads + h) * context * head_dim
             var q = scratch + bh * 2 * head_dim
             var acc = q + head_dim
+            var row = b * qkv_strides[0]
             for d in range(head_dim):
-                q[d] = q_in[b * qs[0] + h * qs[1] + d * qs[3]]
+                var column = (h * head_dim + d) * qkv_strides[2]
+                q[d] = qkv_in[row + column]
                 acc[d] = 0
-                kc[base + position * head_dim + d] = k_in[b * ks[0] + h * ks[1] + d * ks[3]]
-                vc[base + position * head_dim + d] = v_in[b * vs[0] + h * vs[1] + d * vs[3]]
+                kc[base + position * head_dim + d] = qkv_in[row + column + embed * qkv_strides[2]]
+                vc[base + position * head_dim + d] = qkv_in[
+                    row + column + 2 * embed * qkv_strides[2]
+                ]
             var running_max = Float32.MIN
             var running_sum = Float32(0)
             for t in range(position + 1):
@@ -293,7 +298,9 @@ struct DecodeAttention:
                     acc[d] = acc[d] * correction + weight * v_row[d]
                 running_max = new_max
             for d in range(head_dim):
-                out_ptr[b * os[0] + h * os[1] + d * os[3]] = acc[d] / running_sum
+                out_ptr[b * out_strides[0] + (h * head_dim + d) * out_strides[2]] = (
+                    acc[d] / running_sum
+                )
 
         parallelize(task, batch * heads)
         scratch.free()
