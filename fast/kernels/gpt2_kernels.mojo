@@ -86,7 +86,7 @@ struct LinearRows:
                             # bfloat16: ask for the next four rows' line now.
                             # Left to itself, the hardware prefetcher falls
                             # behind four interleaved streams of half-width
-                            # loads (measured: 16 GB/s, 27 with this).
+                            # loads (docs/src/performance.md, bfloat16).
                             if k % (LINE_BYTES // size_of[weight.dtype]()) == 0:
                                 prefetch(w0 + k + 4 * n_in)
                                 prefetch(w1 + k + 4 * n_in)
