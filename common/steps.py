@@ -105,6 +105,16 @@ class StepRecord:
         return f"`{pixi}` (pip: `python -m tests.check {self.id}{flag}`)"
 
 
+LEARN = "python -m tools.learn"  # the learner's commands, as pip users type them
+
+
+def learn_command(*words: str) -> str:
+    """One of the learner's commands, as pixi users and pip users type it:
+    "`pixi run hint 09` (pip: `python -m tools.learn hint 09`)"."""
+    said = " ".join(words)
+    return f"`pixi run {said}` (pip: `{LEARN} {said}`)"
+
+
 STEPS = tuple(StepRecord(number, title) for number, title in TITLES.items())
 
 

@@ -72,7 +72,7 @@ def plain_checker() -> Iterator[None]:
 def checker_output(number: int, kind: str) -> str:
     """What `python -m tests.check NN [--solutions]` prints, with CHECK_PLAIN=1."""
     from tests import check
-    from tools.learning.skeletons import every_block_blank
+    from tools.learn.skeletons import every_block_blank
 
     record = steps.step(number)
     if kind == "skeleton" and not every_block_blank(record.skeleton):

@@ -17,7 +17,7 @@ import pytest
 from common import max_runtime, steps
 from common.steps import REPO
 from devtools import book_outputs
-from tests import check
+from tests import checker
 from tests.test_book import FENCE, INCLUDE, include_target
 
 REGENERATE = f"run `{book_outputs.COMMAND}` and commit docs/src/outputs/"
@@ -126,8 +126,8 @@ def test_check_plain_switch(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capt
     """CHECK_PLAIN=1 drops the timing the summary line otherwise ends with."""
     skeleton = steps.step(1).skeleton  # fails before MAX runs: instant
     monkeypatch.delenv("CHECK_PLAIN", raising=False)
-    check.check_one(1, skeleton)
+    checker.check_step(1, skeleton)
     assert TIMING.search(capsys.readouterr().out)
     monkeypatch.setenv("CHECK_PLAIN", "1")
-    check.check_one(1, skeleton)
+    checker.check_step(1, skeleton)
     assert not TIMING.search(capsys.readouterr().out)

@@ -13,8 +13,7 @@ import pytest
 
 from common import max_runtime, steps
 from common.steps import REPO
-from tests.check import load_spec
-from tests.checker import Outcome, run_step
+from tests.checker import Outcome, load_spec, run_step
 from tests.checker.learner_code import MAX_CAUSE_LINES
 from tests.mistakes import Mutant, apply, mistakes
 
@@ -233,7 +232,7 @@ def test_memory_runaway_is_stopped(tmp_path: Path) -> None:
 
 def test_check_all_goes_on_after_a_crash(tmp_path: Path) -> None:
     """A crash ends its step's worker; the next step gets a fresh one."""
-    from tests.checker.isolate import CheckProcess
+    from tests.checker import CheckProcess
 
     crashing = learner_does(tmp_path, "import os", "os.abort()")
     with CheckProcess(quiet=True) as worker:

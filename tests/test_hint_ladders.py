@@ -16,11 +16,10 @@ import pytest
 
 from common import steps
 from tests import test_learn
-from tests.check import load_spec
-from tests.checker import Check
+from tests.checker import Check, load_spec
 from tests.test_learn import learn_cli, step
 from tests.test_pages_teach import leaks, learner_lines
-from tools.learning import hints
+from tools.learn import hints
 
 STEPS = steps.numbers()
 # A committed copy of the tutorial per test, as in tests/test_learn.py.

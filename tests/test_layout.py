@@ -89,6 +89,61 @@ def test_only_tests_import_tests() -> None:
     assert not wrong, f"modules that import a test module: {wrong}"
 
 
+def imported_modules(path: Path) -> set[str]:
+    """Every module name `path` imports absolutely ("tests.checker", "tests.fixtures")."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+# What of tests/ each audience may import: the learner's commands reach the
+# checker through its interface only (tests/checker/__init__.py); the learner's
+# exercises and experiments import nothing from tests/.
+MAY_IMPORT_FROM_TESTS = {"tools": {"tests.checker"}, "steps": set()}
+
+
+def reaches_into_tests(path: Path, allowed: set[str]) -> list[str]:
+    wrong = []
+    for name in sorted(imported_modules(path)):
+        if name != "tests" and not name.startswith("tests."):
+            continue
+        parent = name.rsplit(".", 1)[0]
+        if name in allowed or (parent in allowed and name.count(".") == parent.count(".") + 1):
+            continue  # the interface, or a name it exports (checked against __all__ below)
+        wrong.append(name)
+    return wrong
+
+
+def test_learner_code_uses_only_the_checkers_interface() -> None:
+    import tests.checker
+
+    exported = set(tests.checker.__all__)
+    wrong = []
+    for room, allowed in MAY_IMPORT_FROM_TESTS.items():
+        for path in sorted((REPO / room).rglob("*.py")):
+            bad = reaches_into_tests(path, allowed)
+            bad += [
+                name
+                for name in imported_modules(path)
+                if name.startswith("tests.checker.") and name.split(".")[-1] not in exported
+            ]
+            if bad:
+                wrong.append(f"{path.relative_to(REPO)}: {sorted(set(bad))}")
+    assert not wrong, "imports past the checker's interface:\n" + "\n".join(wrong)
+
+
+def test_the_interface_rule_catches_a_reach_inside() -> None:
+    allowed = MAY_IMPORT_FROM_TESTS["tools"]
+    assert reaches_into_tests(REPO / "tools" / "learn" / "checker.py", allowed) == []
+    probe = REPO / "tests" / "checker" / "child.py"  # imports tests.checker.engine
+    assert reaches_into_tests(probe, allowed) == ["tests.checker.engine"]
+
+
 def test_every_room_says_who_it_is_for() -> None:
     for room in ROOMS:
         init = REPO / room / "__init__.py"

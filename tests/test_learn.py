@@ -1,4 +1,4 @@
-"""tools/learn.py (and tools/learning/): status, next, watch, hint, reset, doctor and warm.
+"""tools/learn/: status, next, watch, hint, reset, doctor and warm.
 
 Commands that read or write the steps run on a copy of the repository in a
 temporary directory (a git repository with one commit, like a fresh clone), in
@@ -26,7 +26,7 @@ from common import max_runtime, steps
 from common.steps import REPO
 from tests.checker import memo
 from tools import learn
-from tools.learning import doctor, hints, progress, skeletons, watch
+from tools.learn import doctor, hints, progress, skeletons, watch
 
 COPIED = ("common", "steps", "solutions", "tests", "tools", "pyproject.toml")
 GIT_ENV = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}

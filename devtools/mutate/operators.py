@@ -73,7 +73,7 @@ def learner_lines(number: int) -> set[int]:
     Outside its blocks a skeleton equals its solution (tests/test_skeletons.py),
     so the lines just before and after a block match a solution line each,
     and the solution's lines between those two are the learner's."""
-    from tests.checker.source import todo_regions
+    from tests.checker import todo_regions
 
     skeleton = steps.step(number).skeleton.read_text(encoding="utf-8")
     solution = steps.step(number).solution.read_text(encoding="utf-8")

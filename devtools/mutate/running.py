@@ -65,8 +65,8 @@ def time_limit(number: int) -> float:
     (LIMIT_FACTOR times the usual time, at least LIMIT_FLOOR), with the usual
     time measured now, on the solution, on this machine as loaded as it is.
     A mutant that runs longer is killed: the checker would stop it too."""
+    from tests.checker import CheckProcess
     from tests.checker.engine import LIMIT_FACTOR, LIMIT_FLOOR
-    from tests.checker.isolate import CheckProcess
 
     with CheckProcess(quiet=True) as worker:
         _, outcomes = worker.run_step(number, steps.step(number).solution)
@@ -84,7 +84,7 @@ def run(
     todo: list[Mutant], jobs: int, progress: Callable[[Mutant, bool], None], limit: float
 ) -> dict[Mutant, bool]:
     """Check every mutant in `jobs` worker processes: {mutant: killed}."""
-    from tests.checker.isolate import CheckProcess
+    from tests.checker import CheckProcess
 
     queue = list(reversed(todo))
     killed: dict[Mutant, bool] = {}
@@ -206,8 +206,7 @@ def mutate_steps(numbers: list[int], count: int | None, jobs: int) -> list[StepR
 
 def measure_times(numbers: list[int]) -> None:
     """Each solution's slowest check, as the worker runs it (for Step.typical)."""
-    from tests.check import load_spec
-    from tests.checker.isolate import CheckProcess
+    from tests.checker import CheckProcess, load_spec
 
     with CheckProcess(quiet=True) as worker:
         for number in numbers:

@@ -11,11 +11,12 @@ import time
 import numpy as np
 from max.experimental.tensor import Tensor
 
+from common.sizes import SMALL_GPT2
+from solutions.solution_01 import GPT2Config
 from solutions.solution_13 import MaxGPT2LMHeadModel
 from solutions.solution_16 import compile_model
-from tests.specs.common import small_config
 
-CONFIG = small_config(n_layer=1)  # the checker's model: 1 block, n_embd 64
+CONFIG = GPT2Config(**{**SMALL_GPT2, "n_layer": 1})  # the checker's model: 1 block, n_embd 64
 
 
 def seconds(fn, ids: Tensor, repeats: int) -> float:

@@ -9,9 +9,9 @@ measured after every call: the same formula, on real tensors.
 import numpy as np
 from max.experimental.tensor import Tensor
 
+from common.sizes import SMALL_GPT2
 from solutions.solution_01 import GPT2Config
 from solutions.solution_17 import CachedGPT2LMHeadModel, generate_cached
-from tests.specs.common import small_config
 
 FLOAT32 = 4  # bytes
 
@@ -40,7 +40,7 @@ def main() -> None:
         if generated in (1, 2, 3, 10, 100, 500) or tokens == config.n_positions:
             print(f"  {generated:9d} | {tokens:8d} | {mib(tokens * per_token)} | {mib(copied)}")
 
-    tiny = small_config(n_layer=2, n_positions=32)
+    tiny = GPT2Config(**{**SMALL_GPT2, "n_layer": 2, "n_positions": 32})
     model = CachedGPT2LMHeadModel(tiny)
     print()
     print(

@@ -1,5 +1,21 @@
-"""Shared machinery of the step checkers; see engine.py for the overview."""
+"""The checker: it runs a step's checks on a learner's file and says what is
+wrong, in the learner's terms. This is its interface; engine.py explains how a
+step's checks run.
 
+For the learner's commands (tests/check.py and tools/learn/):
+    check_step, check_all   run checks in a worker process and print the verdict
+    CheckProcess            a worker process, to reuse across checks
+    last_result             the outcomes of the last check of the learner's file
+    placeholders_in         the `None` placeholders left in a file
+    todo_regions            the `# TODO` ... `# END TODO` blocks of a file's text
+    warn_if_cold            the notice that MAX still compiles its kernels
+    report                  how outcomes print: icons, colours, the progress bar
+
+For the specs (tests/specs/): Step, Check, Context, Fail, load_spec and the
+comparisons (expect_close, expect_shape, expect_parameters, ...).
+"""
+
+from . import report
 from .compare import expect_close, expect_shape, tensor, to_numpy
 from .engine import (
     Check,
@@ -8,21 +24,36 @@ from .engine import (
     Outcome,
     Step,
     expect_parameters,
+    load_spec,
     parameter_shapes,
     run_step,
 )
+from .isolate import CheckProcess
+from .memo import recall as last_result
+from .session import check_all, check_step, warn_if_cold
+from .source import Placeholder, placeholders_in, todo_regions
 
 __all__ = [
     "Check",
+    "CheckProcess",
     "Context",
     "Fail",
     "Outcome",
+    "Placeholder",
     "Step",
+    "check_all",
+    "check_step",
     "expect_close",
     "expect_parameters",
     "expect_shape",
+    "last_result",
+    "load_spec",
     "parameter_shapes",
+    "placeholders_in",
+    "report",
     "run_step",
     "tensor",
     "to_numpy",
+    "todo_regions",
+    "warn_if_cold",
 ]

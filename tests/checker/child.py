@@ -52,8 +52,7 @@ def main(requests_fd: int, answers_fd: int) -> None:
     cold = bool(os.environ.get("CHECK_COLD_CACHE")) or not max_runtime.kernel_cache_is_warm()
     if cold:
         os.environ["CHECK_COLD_CACHE"] = "1"
-    from tests.check import load_spec
-    from tests.checker.engine import run_step, time_limit_for
+    from tests.checker.engine import load_spec, run_step, time_limit_for
 
     send({"cold": cold})
     with os.fdopen(requests_fd, encoding="utf-8") as requests:

@@ -9,6 +9,7 @@ message instead of a traceback.
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -83,8 +84,9 @@ class Step:
     number: int
     required: dict[str, list[str]]
     checks: Sequence[Check]
-    # The slowest check's usual time on a warm machine with 2 cores, in seconds
-    # (`python -m devtools.mutate --times` measures it).
+    # The slowest check's usual time, in seconds, on a warm machine of the
+    # smallest kind the tutorial runs on (`python -m devtools.mutate --times`
+    # measures it on the machine at hand).
     typical: float = 2.0
     # A fixed limit per check instead of one derived from `typical`: for a step
     # whose check compiles a graph, which takes minutes on a machine's first run.
@@ -178,6 +180,11 @@ class Context:
         weights = self.weights_for(shapes) if weights is None else weights
         self.call("load_state_dict", module.load_state_dict, weights)
         return weights
+
+
+def load_spec(number: int) -> Step:
+    """Step `number`'s spec: tests/specs/step_NN (its checks, with their hints)."""
+    return importlib.import_module(steps.step(number).spec_module).STEP
 
 
 def parameter_shapes(module: Any) -> dict[str, tuple[int, ...]]:

@@ -102,3 +102,12 @@ def missing_names(tree: ast.Module, required: dict[str, list[str]]) -> list[str]
             own = {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
             missing += [f"{name}.{m}" for m in methods if m not in own]
     return missing
+
+
+def placeholders_in(path: Path) -> list[Placeholder] | None:
+    """The file's placeholders, or None when it does not parse."""
+    try:
+        tree = parse(path)
+    except LearnerSyntaxError:
+        return None
+    return placeholders(path, tree)

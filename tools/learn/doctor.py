@@ -18,9 +18,8 @@ from pathlib import Path
 
 from common import max_runtime
 from common.cli import Failure
-from common.steps import REPO
+from common.steps import REPO, learn_command
 
-from .basics import learn_command
 from .skeletons import tracks_steps
 
 

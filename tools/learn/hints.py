@@ -11,22 +11,16 @@ rungs the learner has seen is kept in STATE_FILE.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import re
 import sys
 
 from common import steps
 from common.cli import Failure
-from common.steps import REPO, display_path
+from common.steps import REPO, display_path, learn_command
 
-from .basics import (
-    checker,
-    learn_command,
-    read_source,
-    step_missing,
-    write_atomically,
-)
+from .checker import checker
+from .files import read_source, step_missing, write_atomically
 from .progress import passes, prepare_max, transient
 
 STATE_FILE = REPO / ".learn_state.json"
@@ -152,16 +146,15 @@ def show_step_hint(number: int) -> None:
 def current_outcomes(number: int):  # -> list[tests.checker.Outcome]
     """The step's outcomes now: the last check's if the file is unchanged since,
     else from running the check (quietly)."""
-    checker()  # the friendly error if the checker cannot load
-    memo = importlib.import_module("tests.checker.memo")
+    interface = checker()
     path = steps.step(number).skeleton
-    outcomes = memo.recall(number, path)
+    outcomes = interface.last_result(number, path)
     if outcomes is None:
         prepare_max()
         transient(f"checking step {number:02d}…")
-        passes(number)  # check_one stores the outcomes for the learner's file
+        passes(number)  # the check remembers its outcomes on the learner's file
         transient()
-        outcomes = memo.recall(number, path)
+        outcomes = interface.last_result(number, path)
     return outcomes or []
 
 

@@ -20,28 +20,24 @@ from typing import TYPE_CHECKING
 from common import max_runtime, steps
 from common.steps import REPO, display_path
 
-from .basics import read_source, source
+from .checker import checker
+from .files import read_source
 
 if TYPE_CHECKING:
-    from tests.checker.source import Placeholder
+    from tests.checker import Placeholder
 
 HISTORY_DEPTH = 50  # commits of a step file searched for its skeleton
 
 
 def blanks_in_file(path: Path) -> list[Placeholder] | None:
     """The file's placeholders, or None when it does not parse."""
-    static = source()
-    try:
-        tree = static.parse(path)
-    except static.LearnerSyntaxError:
-        return None
-    return static.placeholders(path, tree)
+    return checker().placeholders_in(path)
 
 
 def every_block_blank(path: Path) -> bool:
     """Whether every TODO block still holds a placeholder: true of every skeleton."""
     blanks = blanks_in_file(path)
-    regions = source().todo_regions(read_source(path))
+    regions = checker().todo_regions(read_source(path))
     if not blanks or not regions:
         return False
     return {start for start, _, _ in regions} <= {blank.todo_line for blank in blanks}

@@ -13,9 +13,10 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from common import max_runtime, steps
-from common.steps import display_path
+from common.steps import display_path, learn_command
 
-from .basics import checker, learn_command, step_missing
+from .checker import checker
+from .files import step_missing
 from .skeletons import blanks_in_file, tracks_steps, untouched
 
 NOT_STARTED, IN_PROGRESS, DONE, MISSING = "not started", "in progress", "done", "missing"
@@ -65,7 +66,7 @@ def captured(run: Callable[[], T]) -> tuple[T, str]:
 
 
 @functools.cache
-def shared_worker():  # -> tests.checker.isolate.CheckProcess
+def shared_worker():  # -> tests.checker.CheckProcess
     """One checker worker process for every check this command runs: MAX loads once."""
     worker = checker().CheckProcess(quiet=True)
     atexit.register(worker.stop)
@@ -78,7 +79,7 @@ def passes(number: int) -> bool:
     check = checker()
     path = steps.step(number).skeleton
     try:
-        ok, _ = captured(lambda: check.check_one(number, path, quiet=True, worker=shared_worker()))
+        ok, _ = captured(lambda: check.check_step(number, path, quiet=True, worker=shared_worker()))
     except SystemExit:  # the learner's file called sys.exit()
         return False
     return ok
@@ -163,7 +164,7 @@ def cmd_next(args: argparse.Namespace) -> int:
         prepare_max()
         transient(f"checking step {number:02d}…")
         ok, output = captured(
-            lambda n=number, p=path: check.check_one(n, p, worker=shared_worker())
+            lambda n=number, p=path: check.check_step(n, p, worker=shared_worker())
         )
         transient()
         if not ok:

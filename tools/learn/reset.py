@@ -10,7 +10,7 @@ from common import steps
 from common.cli import Failure
 from common.steps import REPO, display_path
 
-from .basics import read_source, write_atomically
+from .files import read_source, write_atomically
 from .skeletons import pristine_skeleton
 
 BACKUPS = REPO / ".backups"

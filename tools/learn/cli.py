@@ -12,7 +12,7 @@ Exit status: 0 ok, 1 a check fails (or doctor found a problem), 2 usage error.
 """
 
 # This module is the command line only (its docstring is --help's text); each
-# command lives in tools/learning/, one module per idea.
+# command lives in its own module of this package.
 
 from __future__ import annotations
 
@@ -22,17 +22,18 @@ from collections.abc import Callable
 
 from common import max_runtime
 from common.cli import ArgumentParser, exit_status
-from tools.learning.basics import PROG
-from tools.learning.doctor import cmd_doctor, cmd_warm
-from tools.learning.hints import cmd_hint
-from tools.learning.progress import cmd_next, cmd_status
-from tools.learning.reset import cmd_reset
-from tools.learning.watch import cmd_watch
+from common.steps import LEARN
+
+from .doctor import cmd_doctor, cmd_warm
+from .hints import cmd_hint
+from .progress import cmd_next, cmd_status
+from .reset import cmd_reset
+from .watch import cmd_watch
 
 
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(
-        prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog=LEARN, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

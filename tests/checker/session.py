@@ -1,0 +1,152 @@
+"""Checking a step as the learner sees it: the header, the outcomes, what to do
+next; every step at once with a progress bar; the notice about MAX's cold
+kernel cache.
+
+The checks themselves run in a worker process (isolate.py); this module is
+what `python -m tests.check` and the learner's commands (`python -m
+tools.learn`) print around them.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import queue
+import time
+from pathlib import Path
+
+from common import max_runtime, steps
+from common.cli import UsageError
+from common.steps import display_path, learn_command
+
+from . import memo, report
+from .engine import Outcome
+from .isolate import CheckProcess
+
+
+def check_step(
+    number: int, path: Path, *, quiet: bool = False, worker: CheckProcess | None = None
+) -> bool:
+    """Check `path` as step `number` in a worker process (a new one unless
+    given), printing the outcomes unless quiet. The result on the learner's own
+    file is remembered for `last_result` (the hint command reads it)."""
+    path = path.resolve()
+    if not path.is_file():
+        raise UsageError(f"{display_path(path)} does not exist.")
+    if worker is None:
+        with CheckProcess(quiet=quiet) as own:
+            return check_step(number, path, quiet=quiet, worker=own)
+    record = steps.step(number)
+    learners_file = path == record.skeleton.resolve()
+
+    def header(title: str) -> None:
+        if quiet:
+            return
+        if worker.cold and worker.runs_max:
+            warn_if_cold(cold=True)
+        line = report.bold(f"Step {record.id}: {title}") + report.dim(f"  ({display_path(path)})")
+        print(line, flush=True)
+
+    started = time.perf_counter()
+    _, outcomes = worker.run_step(number, path, on_title=header)
+    if learners_file:
+        memo.remember(number, path, outcomes)
+    ok = report.passed(outcomes)
+    if not quiet:
+        print_verdict(number, path, outcomes, time.perf_counter() - started, learners_file)
+    return ok
+
+
+def print_verdict(
+    number: int, path: Path, outcomes: list[Outcome], seconds: float, learners_file: bool
+) -> None:
+    """The outcomes, the count that passed, and what to do next."""
+    record = steps.step(number)
+    report.print_outcomes(outcomes)
+    done = sum(o.status == "pass" for o in outcomes)
+    timing = "" if report.plain() else f" ({seconds:.1f} s)"
+    if report.passed(outcomes):
+        print(report.green(f"\nStep {record.id} passes: {done}/{len(outcomes)} checks{timing}."))
+        later = [n for n in steps.numbers() if n > number]
+        if later:
+            following = steps.step(later[0])
+            print(
+                f"Next: open {display_path(following.skeleton)}, then run "
+                f"{following.check_command()}."
+            )
+        return
+    print(report.red(f"\nStep {record.id}: {done}/{len(outcomes)} checks pass{timing}."))
+    print(f"Edit {display_path(path)} and run the check again.")
+    if learners_file:
+        print(f"Stuck? {learn_command('hint', record.id)} gives a hint for the check that fails.")
+
+
+def check_all(solutions: bool, worker: CheckProcess) -> bool:
+    """Every step, in CHECK_JOBS worker processes at once (default: one per
+    core, at most 2), each step alone in its worker while it runs (a fresh
+    worker after a step crashes one); lines print in step order."""
+    numbers = steps.numbers()
+    jobs = max(1, int(os.environ.get("CHECK_JOBS", min(2, os.cpu_count() or 1))))
+    workers = [worker] + [CheckProcess(quiet=True) for _ in range(jobs - 1)]
+    idle: queue.Queue[CheckProcess] = queue.Queue()
+    for each in workers:
+        idle.put(each)
+
+    def run(number: int) -> bool:
+        path = steps.step(number).file(solutions)
+        if not path.is_file():
+            return False
+        mine = idle.get()
+        try:
+            _, outcomes = mine.run_step(number, path)
+        finally:
+            idle.put(mine)
+        return report.passed(outcomes)
+
+    results = {}
+    pool = concurrent.futures.ThreadPoolExecutor(jobs)
+    try:
+        futures = {number: pool.submit(run, number) for number in numbers}
+        for number, future in futures.items():
+            results[number] = ok = future.result()
+            mark = report.ICONS["pass"] if ok else report.ICONS["fail"]
+            print(f"{mark} step {number:02d}  {steps.step(number).title}", flush=True)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)  # Ctrl-C: do not wait for the rest
+        for extra in workers[1:]:
+            extra.stop()
+    done = sum(results.values())
+    print(f"\nProgress {report.progress_bar(done, len(results))}")
+    failing = [n for n, ok in results.items() if not ok]
+    if failing:
+        flag = " --solutions" if solutions else ""
+        first = steps.step(failing[0])
+        print(f"Next: step {first.id}: {first.check_command(flag)} shows why.")
+    return not failing
+
+
+_warned_cold = False
+
+
+def warn_if_cold(cold: bool | None = None, say: bool = True) -> None:
+    """Say so (once, unless `say` is false) when MAX's kernel cache is cold
+    (`cold`, or asked of MAX here)."""
+    global _warned_cold
+    if cold is None:
+        cold = not max_runtime.kernel_cache_is_warm()
+    if not cold:
+        return
+    # Compiling can take minutes: a generous per-check time limit meanwhile.
+    os.environ["CHECK_COLD_CACHE"] = "1"
+    if report.plain() or not say or _warned_cold:
+        return
+    _warned_cold = True
+    print(
+        report.dim(
+            "MAX has not compiled its kernels on this machine yet: the first check compiles "
+            "each kind of operation it meets (up to a few minutes in all). Run `pixi run warm` "
+            "(pip: `max warm-interpreter-cache`) once to compile everything up front, about "
+            "5 minutes. Later checks take seconds."
+        ),
+        flush=True,
+    )
