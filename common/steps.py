@@ -1,7 +1,7 @@
 """One record per step: its number, title and every file that belongs to it.
 
-Every tool asks this module where a step's skeleton, solution, spec, hints,
-page, book outputs and pixi task are, and what the step is called; the book's
+Every tool asks this module where a step's skeleton, solution, spec (with its
+hints and mistakes), page, book outputs and pixi task are, and what the step is called; the book's
 headings, pixi's task descriptions and the README's table say the same titles
 (tests/test_titles.py).
 """
@@ -67,17 +67,23 @@ class StepRecord:
 
     @property
     def spec_module(self) -> str:
-        """The checks and the mistakes they must name."""
+        """The step's checks."""
         return f"tests.specs.step_{self.id}"
 
     @property
     def spec(self) -> Path:
-        return REPO / "tests" / "specs" / f"step_{self.id}.py"
+        """The spec's folder: its checks (__init__.py), hints and mistakes."""
+        return REPO / "tests" / "specs" / f"step_{self.id}"
 
     @property
     def hints(self) -> Path:
-        """The step's own hint ladder, for when no check fails."""
-        return REPO / "steps" / "hints" / f"step_{self.id}.md"
+        """Every hint of the step: its own ladder and each check's."""
+        return self.spec / "hints.toml"
+
+    @property
+    def mistakes_module(self) -> str:
+        """The mistakes the checks must name (tests/specs/step_NN/mistakes.py)."""
+        return f"{self.spec_module}.mistakes"
 
     @property
     def try_it(self) -> list[Path]:

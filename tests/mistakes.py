@@ -32,9 +32,8 @@ def m(name: str, old: str, new: str, expect: str) -> Mutant:
 
 
 def mistakes(number: int) -> list[Mutant]:
-    """Step `number`'s hand-written mistakes: the MISTAKES list beside its checks
-    in tests/specs/step_NN.py, so one file holds a step's whole contract."""
+    """Step `number`'s hand-written mistakes: the MISTAKES list beside its checks,
+    in tests/specs/step_NN/mistakes.py."""
     import importlib
 
-    spec = importlib.import_module(steps.step(number).spec_module)
-    return list(getattr(spec, "MISTAKES", []))
+    return list(importlib.import_module(steps.step(number).mistakes_module).MISTAKES)

@@ -13,7 +13,7 @@ from common import max_runtime
 from solutions.solution_17 import CachedGPT2LMHeadModel, compile_cached, generate_cached
 from tests import reference as ref
 from tests.checker import Context
-from tests.specs.common import small_config, tied_lm_weights
+from tests.specs.model_parts import small_config, tied_lm_weights
 
 max_runtime.prepare()
 CONFIG = small_config(n_layer=2, n_positions=32)

@@ -8,7 +8,9 @@ shows a line only once the learner has asked twice for that check.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -55,7 +57,43 @@ def test_no_line_before_the_third_ask(number: int) -> None:
             assert not found, f"step {number:02d}, {check.name!r} {topic!r}: {found}"
     tiers = hints.load_hints(number)
     found = leaks(answers, "\n".join(tiers[:2]))
-    assert not found, f"steps/hints/step_{number:02d}.md gives lines before tier 3: {found}"
+    assert not found, f"step {number:02d}'s own ladder gives lines before rung 3: {found}"
+
+
+def raw_ladders(number: int) -> dict[str, list[str]]:
+    """Every ladder of the step's hints file as written ("@NAME" unresolved)."""
+    table = tomllib.loads(steps.step(number).hints.read_text(encoding="utf-8"))
+    found = {"[step]": table["step"]["ladder"]}
+    for name, topics in table.get("checks", {}).items():
+        found.update({f"{name!r} {topic!r}": rungs for topic, rungs in topics.items()})
+    return found
+
+
+@pytest.mark.parametrize("number", STEPS)
+def test_each_hint_has_one_source(number: int) -> None:
+    """A rung that two ladders show is written once, in [rungs], and named by both;
+    every rung written there is shown by some ladder."""
+    seen: dict[str, str] = {}
+    used = set()
+    for where, rungs in raw_ladders(number).items():
+        for rung in rungs:
+            if rung.startswith("@"):
+                used.add(rung[1:])
+                continue
+            text = " ".join(rung.split())
+            assert text not in seen, f"step {number:02d}: {where} repeats {seen[text]}: {rung!r}"
+            seen[text] = where
+    shared = tomllib.loads(steps.step(number).hints.read_text(encoding="utf-8")).get("rungs", {})
+    assert set(shared) <= used, f"step {number:02d}: unused [rungs] {sorted(set(shared) - used)}"
+
+
+def test_a_hints_file_that_misses_a_check_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.checker import hints as hints_data
+
+    step = load_spec(3)
+    renamed = dataclasses.replace(step.checks[0], name="a check without a ladder")
+    with pytest.raises(hints_data.HintsError, match="no ladder for the checks"):
+        hints_data.with_hints(dataclasses.replace(step, checks=[renamed, *step.checks[1:]]))
 
 
 def test_a_ladder_is_chosen_by_the_diagnosis() -> None:

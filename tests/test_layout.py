@@ -28,8 +28,8 @@ ROOMS = [
     "tools",  # the learner's commands
     "devtools",  # the maintainers' tools
 ]
-# A module much longer than 400 lines holds more than one idea; a spec is mostly data
-# (its mistakes and hint ladders) and is exempt.
+# A module much longer than 400 lines holds more than one idea. A spec's data (its
+# hints and mistakes) lives beside its checks, so specs get no exemption.
 MAX_LINES = 450
 
 
@@ -141,7 +141,7 @@ def test_the_interface_rule_catches_a_reach_inside() -> None:
     allowed = MAY_IMPORT_FROM_TESTS["tools"]
     assert reaches_into_tests(REPO / "tools" / "learn" / "checker.py", allowed) == []
     probe = REPO / "tests" / "checker" / "child.py"  # imports tests.checker.engine
-    assert reaches_into_tests(probe, allowed) == ["tests.checker.engine"]
+    assert "tests.checker.engine" in reaches_into_tests(probe, allowed)
 
 
 def test_every_room_says_who_it_is_for() -> None:
@@ -154,8 +154,6 @@ def test_every_room_says_who_it_is_for() -> None:
 
 @pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(REPO)))
 def test_module_holds_one_idea(path: Path) -> None:
-    if path.parent.name == "specs" or path.parts[-3:-1] == ("solutions",):
-        return
     lines = len(path.read_text(encoding="utf-8").splitlines())
     assert lines <= MAX_LINES, f"{lines} lines: cut it along its seams"
 
@@ -163,7 +161,9 @@ def test_module_holds_one_idea(path: Path) -> None:
 def test_every_step_has_its_files() -> None:
     tasks = tomllib.loads((REPO / "pixi.toml").read_text(encoding="utf-8"))["tasks"]
     for record in steps.STEPS:
-        for path in (record.skeleton, record.solution, record.spec, record.hints, record.page):
+        spec = record.spec / "__init__.py"
+        mistakes = record.spec / "mistakes.py"
+        for path in (record.skeleton, record.solution, spec, record.hints, mistakes, record.page):
             assert path.is_file(), f"step {record.id}: {path.relative_to(REPO)} is missing"
         for kind in ("skeleton", "solution"):
             assert record.output(kind).is_file(), record.output(kind)
@@ -173,7 +173,7 @@ def test_every_step_has_its_files() -> None:
 def test_no_step_file_without_a_record() -> None:
     """A new spec, skeleton or page is added to common/steps.py too."""
     numbered = {
-        "tests/specs": "step_[0-9][0-9].py",
+        "tests/specs": "step_[0-9][0-9]",
         "steps": "step_[0-9][0-9].py",
         "solutions": "solution_[0-9][0-9].py",
         "docs/src": "step_[0-9][0-9].md",

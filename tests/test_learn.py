@@ -235,7 +235,7 @@ def test_reset_without_git_says_why_and_changes_nothing(repo: Path) -> None:
 @pytest.mark.parametrize("number", steps.numbers())
 def test_every_step_has_three_tiers_of_hints(number: int) -> None:
     tiers = hints.load_hints(number)
-    assert len(tiers) == 3, f"steps/hints/step_{number:02d}.md needs 3 tiers separated by ---"
+    assert len(tiers) == 3, f"tests/specs/step_{number:02d}/hints.toml: [step] needs 3 rungs"
     assert all(len(tier) > 40 for tier in tiers)
 
 

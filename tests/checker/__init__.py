@@ -6,6 +6,7 @@ For the learner's commands (tests/check.py and tools/learn/):
     check_step, check_all   run checks in a worker process and print the verdict
     CheckProcess            a worker process, to reuse across checks
     last_result             the outcomes of the last check of the learner's file
+    step_ladder             the step's own hints, for when no check has run yet
     placeholders_in         the `None` placeholders left in a file
     todo_regions            the `# TODO` ... `# END TODO` blocks of a file's text
     warn_if_cold            the notice that MAX still compiles its kernels
@@ -28,6 +29,7 @@ from .engine import (
     parameter_shapes,
     run_step,
 )
+from .hints import step_ladder
 from .isolate import CheckProcess
 from .memo import recall as last_result
 from .session import check_all, check_step, warn_if_cold
@@ -52,6 +54,7 @@ __all__ = [
     "placeholders_in",
     "report",
     "run_step",
+    "step_ladder",
     "tensor",
     "to_numpy",
     "todo_regions",

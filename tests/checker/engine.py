@@ -1,7 +1,8 @@
 """The checker engine: a step is a list of named checks run against a file.
 
-A step's spec (tests/specs/step_NN.py) declares what must exist and which
-checks to run; everything that talks to the learner's code goes through the
+A step's spec (the package tests/specs/step_NN: its checks, their hints as
+data in hints.toml, the mistakes they must name) declares what must exist and
+which checks to run; everything that talks to the learner's code goes through the
 Context below, so a mistake always comes back as a Fail with a readable
 message instead of a traceback.
 """
@@ -23,6 +24,7 @@ import numpy as np
 from common import steps
 
 from . import source
+from .hints import with_hints
 from .learner_code import (
     CheckTimeout,
     LearnerImportError,
@@ -183,8 +185,9 @@ class Context:
 
 
 def load_spec(number: int) -> Step:
-    """Step `number`'s spec: tests/specs/step_NN (its checks, with their hints)."""
-    return importlib.import_module(steps.step(number).spec_module).STEP
+    """Step `number`'s spec: tests/specs/step_NN's checks, with the ladders of
+    its hints.toml."""
+    return with_hints(importlib.import_module(steps.step(number).spec_module).STEP)
 
 
 def parameter_shapes(module: Any) -> dict[str, tuple[int, ...]]:

@@ -1,18 +1,17 @@
 """`hint`: one rung more of a ladder each time the learner asks.
 
-Two kinds of ladder. When a check fails with a ladder of its own (in the step's
-spec), `hint` climbs that one: it answers the mistake the learner made. Otherwise
-(placeholders left, a syntax error, nothing failing) it climbs the step's own
-ladder in steps/hints/step_NN.md, and once that is spent it shows the reference
-solution, but only after the step passes unless asked with --solution. How many
-rungs the learner has seen is kept in STATE_FILE.
+Two kinds of ladder, both in the step's hints file (tests/specs/step_NN/hints.toml).
+When a check fails with a ladder of its own, `hint` climbs that one: it answers
+the mistake the learner made. Otherwise (placeholders left, a syntax error,
+nothing failing) it climbs the step's own ladder, and once that is spent it
+shows the reference solution, but only after the step passes unless asked with
+--solution. How many rungs the learner has seen is kept in STATE_FILE.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 
 from common import steps
@@ -84,14 +83,11 @@ def record_check_hints(state: dict, number: int, key: str, count: int) -> None:
 
 
 def load_hints(number: int) -> list[str]:
-    """The step's hint tiers: its markdown file split at lines that are `---`."""
+    """The step's own hint tiers (the [step] ladder of its hints file)."""
     path = steps.step(number).hints
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError:
-        raise Failure(f"no hints for step {number:02d}: {display_path(path)} is missing.") from None
-    tiers = [tier.strip() for tier in re.split(r"^---[ \t]*$", text, flags=re.MULTILINE)]
-    return [tier for tier in tiers if tier]
+    if not path.is_file():
+        raise Failure(f"no hints for step {number:02d}: {display_path(path)} is missing.")
+    return checker().step_ladder(number)
 
 
 def print_hints(number: int, tiers: list[str], shown: int) -> None:
@@ -130,7 +126,7 @@ def show_solution_if_passing(number: int, tiers: list[str]) -> None:
 
 
 def show_step_hint(number: int) -> None:
-    """The step's own ladder (steps/hints/step_NN.md), one tier more each ask."""
+    """The step's own ladder, one tier more each ask."""
     tiers = load_hints(number)
     state = load_state()
     shown = min(hints_shown(state, number), len(tiers))
