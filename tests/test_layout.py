@@ -89,59 +89,60 @@ def test_only_tests_import_tests() -> None:
     assert not wrong, f"modules that import a test module: {wrong}"
 
 
-def imported_modules(path: Path) -> set[str]:
-    """Every module name `path` imports absolutely ("tests.checker", "tests.fixtures")."""
-    found = set()
+def imports_from_tests(path: Path) -> list[tuple[str, str | None]]:
+    """(module, name) for each `from tests... import name`, (module, None) for
+    each `import tests...`, in `path`."""
+    found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
+            found += [(alias.name, None) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return found
+            found += [(node.module, alias.name) for alias in node.names]
+    return [(module, name) for module, name in found if module.split(".")[0] == "tests"]
 
 
 # What of tests/ each audience may import: the learner's commands reach the
-# checker through its interface only (tests/checker/__init__.py); the learner's
-# exercises and experiments import nothing from tests/.
+# checker through its interface only (what tests/checker/__init__.py exports);
+# the learner's exercises and experiments import nothing from tests/.
 MAY_IMPORT_FROM_TESTS = {"tools": {"tests.checker"}, "steps": set()}
 
 
 def reaches_into_tests(path: Path, allowed: set[str]) -> list[str]:
+    import tests.checker
+
     wrong = []
-    for name in sorted(imported_modules(path)):
-        if name != "tests" and not name.startswith("tests."):
-            continue
-        parent = name.rsplit(".", 1)[0]
-        if name in allowed or (parent in allowed and name.count(".") == parent.count(".") + 1):
-            continue  # the interface, or a name it exports (checked against __all__ below)
-        wrong.append(name)
-    return wrong
+    for module, name in imports_from_tests(path):
+        if module not in allowed:
+            wrong.append(module if name is None else f"{module}.{name}")
+        elif name is not None and name not in tests.checker.__all__:
+            wrong.append(f"{module}.{name}")
+    return sorted(set(wrong))
 
 
 def test_learner_code_uses_only_the_checkers_interface() -> None:
-    import tests.checker
-
-    exported = set(tests.checker.__all__)
     wrong = []
     for room, allowed in MAY_IMPORT_FROM_TESTS.items():
         for path in sorted((REPO / room).rglob("*.py")):
-            bad = reaches_into_tests(path, allowed)
-            bad += [
-                name
-                for name in imported_modules(path)
-                if name.startswith("tests.checker.") and name.split(".")[-1] not in exported
-            ]
-            if bad:
-                wrong.append(f"{path.relative_to(REPO)}: {sorted(set(bad))}")
+            if bad := reaches_into_tests(path, allowed):
+                wrong.append(f"{path.relative_to(REPO)}: {bad}")
     assert not wrong, "imports past the checker's interface:\n" + "\n".join(wrong)
 
 
-def test_the_interface_rule_catches_a_reach_inside() -> None:
+def test_the_interface_rule_catches_a_reach_inside(tmp_path: Path) -> None:
     allowed = MAY_IMPORT_FROM_TESTS["tools"]
     assert reaches_into_tests(REPO / "tools" / "learn" / "checker.py", allowed) == []
-    probe = REPO / "tests" / "checker" / "child.py"  # imports tests.checker.engine
-    assert "tests.checker.engine" in reaches_into_tests(probe, allowed)
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "from tests.checker import check_step\n"
+        "from tests.checker import source\n"
+        "from tests.checker.engine import run_step\n"
+        "import tests.fixtures\n"
+    )
+    assert reaches_into_tests(probe, allowed) == [
+        "tests.checker.engine.run_step",
+        "tests.checker.source",
+        "tests.fixtures",
+    ]
 
 
 def test_every_room_says_who_it_is_for() -> None:
