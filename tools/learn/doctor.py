@@ -100,7 +100,7 @@ def kernel_cache_finding() -> Finding:
     return Finding(
         "problem",
         "MAX kernel cache: cold (the first checks compile kernels, tens of seconds each).",
-        "Run `pixi run warm` (pip: `max warm-interpreter-cache`) once: about 5 minutes on 2 cores.",
+        "Run `pixi run warm` (pip: `max warm-interpreter-cache`) once: a few minutes, fewer with more cores.",
     )
 
 
@@ -207,7 +207,7 @@ def cmd_warm(args: argparse.Namespace) -> int:
         return 1
     print(
         "Compiling MAX's kernels once (`max warm-interpreter-cache`), so that later checks "
-        "take seconds.\nThis takes about 5 minutes on 2 cores; Ctrl-C stops it.",
+        "take seconds.\nThis takes a few minutes, fewer with more cores; Ctrl-C stops it.",
         flush=True,
     )
     if subprocess.run(command, env=env).returncode != 0:
