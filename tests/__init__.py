@@ -1,12 +1,14 @@
 """The checker and the project's tests.
 
 For the learner: `check.py` (`python -m tests.check NN`) runs a step's
-checks, declared in `specs/step_NN.py` (one file per step: its checks, their
-hint ladders and the mistakes they must name) on the shared machinery in
-`checker/`, against the NumPy reference in `reference.py`.
+checks, declared in `specs/step_NN/` (its checks in `__init__.py`, their hints
+as data in `hints.toml`) on the shared machinery in `checker/`, whose
+`__init__.py` is the interface the learner's commands use, against the NumPy
+reference in `reference.py`.
 
 For maintainers: `test_*.py`, run by pytest; `fixtures.py` makes checkpoints
-locally; `mistakes.py` applies a spec's named mistakes to its solution.
+locally; `mistakes.py` applies the mistakes a spec must name
+(`specs/step_NN/mistakes.py`) to its solution.
 
 The checker imports `common` and `solutions` only.
 """

@@ -1,6 +1,6 @@
 """Every checker passes its solution, fails its untouched skeleton, and
 catches (and names) the plausible mistakes listed as MISTAKES in each
-tests/specs/step_NN.py."""
+tests/specs/step_NN/mistakes.py."""
 
 from __future__ import annotations
 

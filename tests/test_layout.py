@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import tomllib
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -143,6 +144,56 @@ def test_the_interface_rule_catches_a_reach_inside(tmp_path: Path) -> None:
         "tests.checker.source",
         "tests.fixtures",
     ]
+
+
+# Whom each part of tests/ serves (tests/__init__.py says it in words). The
+# learner's checker never imports the maintainers' code: a learner without torch
+# or transformers can always run it.
+TESTS_AUDIENCE = {
+    "__init__.py": "learner",
+    "check.py": "learner",
+    "checker/*": "learner",
+    "specs/*/mistakes.py": "maintainers",
+    "specs/*": "learner",
+    "reference.py": "learner",
+    "fixtures.py": "maintainers",
+    "mistakes.py": "maintainers",
+    "mutation_equivalents.toml": "maintainers",
+    "test_*.py": "maintainers",
+    "conftest.py": "maintainers",
+}
+
+
+def audience(path: Path) -> str | None:
+    relative = path.relative_to(REPO / "tests").as_posix()
+    return next(
+        (who for pattern, who in TESTS_AUDIENCE.items() if fnmatch(relative, pattern)), None
+    )
+
+
+def test_every_part_of_tests_has_an_audience() -> None:
+    parts = [
+        p
+        for p in (REPO / "tests").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and not p.name.startswith(".")
+    ]
+    unclaimed = [str(p.relative_to(REPO)) for p in parts if audience(p) is None]
+    assert not unclaimed, f"say whom these serve in TESTS_AUDIENCE: {unclaimed}"
+
+
+def test_the_learners_checker_imports_no_maintainer_code() -> None:
+    wrong = []
+    for path in sorted((REPO / "tests").rglob("*.py")):
+        if audience(path) != "learner":
+            continue
+        for module, name in imports_from_tests(path):
+            target = module.replace(".", "/")
+            candidates = [REPO / f"{target}.py", REPO / target / "__init__.py"]
+            if name is not None:
+                candidates.append(REPO / target / f"{name}.py")
+            if any(c.is_file() and audience(c) == "maintainers" for c in candidates):
+                wrong.append(f"{path.relative_to(REPO)} imports {module}")
+    assert not wrong, "the checker imports maintainers' code:\n" + "\n".join(wrong)
 
 
 def test_every_room_says_who_it_is_for() -> None:

@@ -271,7 +271,7 @@ def test_generate_task_rejects_an_empty_prompt() -> None:
 
 
 def test_learner_loop_tasks_run_tools_learn() -> None:
-    """Each learner-loop task is `python -m tools.learn <its name>` (tools/learn.py
+    """Each learner-loop task is `python -m tools.learn <its name>` (tools/learn/
     is tested in tests/test_learn.py); `status` runs here for real."""
     for name in ("status", "next", "watch", "hint", "reset", "doctor"):
         assert tasks()[name][1] == f"python -m tools.learn {name}"

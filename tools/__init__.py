@@ -1,11 +1,12 @@
 """The learner's commands, run while working through the tutorial.
 
-- `learn` (with its pieces in `learning/`): progress, the next step, hints,
-  a watcher, reset, doctor, warm. `python -m tools.learn status`.
+- `learn` (a package, one module per command): progress, the next step,
+  hints, a watcher, reset, doctor, warm. `python -m tools.learn status`.
 - `generate`: text from GPT-2, with the tutorial's model or the fast one.
 - `serve`: GPT-2 behind `max serve`'s OpenAI-compatible API (step 18).
 - `attention_map`: one layer's attention weights on real text, as a picture.
 
-They import the checker (`tests`), the fast model (`fast`) and `common`;
+They reach the checker through its interface (`tests.checker`), and import
+the fast model (`fast`) and `common`;
 nothing outside `devtools` imports them.
 """

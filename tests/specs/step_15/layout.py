@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
+from common.random_checkpoint import hugging_face_layout, write_safetensors_checkpoint
 from solutions.solution_01 import GPT2Config
 from tests.checker import Context, Fail
-from tests.fixtures import hugging_face_layout, write_safetensors_checkpoint
 from tests.specs.model_parts import lm_shapes, model_shapes, small_config, tied_lm_weights
 
 CONFIG = small_config()
