@@ -222,6 +222,22 @@ def test_every_step_has_its_files() -> None:
         assert tasks[record.task]["cmd"] == f"python -m tests.check {record.id}"
 
 
+def test_no_spec_name_hides_its_mistakes_module() -> None:
+    """Importing tests.specs.step_NN.mistakes sets the package's `mistakes`
+    attribute: a check function of that name would be replaced by the module."""
+    for record in steps.STEPS:
+        tree = ast.parse((record.spec / "__init__.py").read_text(encoding="utf-8"))
+        names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        names |= {
+            t.id
+            for n in tree.body
+            if isinstance(n, ast.Assign)
+            for t in n.targets
+            if isinstance(t, ast.Name)
+        }
+        assert "mistakes" not in names, f"{record.spec_module} defines `mistakes`: rename it"
+
+
 def test_no_step_file_without_a_record() -> None:
     """A new spec, skeleton or page is added to common/steps.py too."""
     numbered = {

@@ -48,7 +48,7 @@ def band(sequence_length: int, num_tokens: int, lowest, highest) -> np.ndarray:
     return np.where((cols >= lowest(rows)) & (cols <= highest(rows)), 0.0, -np.inf)
 
 
-def mistakes(sequence_length: int, num_tokens: int) -> dict[str, np.ndarray]:
+def wrong_outputs(sequence_length: int, num_tokens: int) -> dict[str, np.ndarray]:
     """Wrong masks people build, in the order a tie is named (first match wins)."""
     right = ref.causal_mask(sequence_length, num_tokens)
     total = num_tokens + sequence_length
@@ -132,7 +132,7 @@ def compare(ctx: Context, sequence_length: int, num_tokens: int, hint: str | Non
                     "the dtype. A finite number must stay far below every score, and "
                     "overflows to -inf in float16 anyway.",
                 )
-    expect_close(actual, expected, what, mistakes(sequence_length, num_tokens), hint=hint)
+    expect_close(actual, expected, what, wrong_outputs(sequence_length, num_tokens), hint=hint)
 
 
 def square_mask(ctx: Context) -> None:

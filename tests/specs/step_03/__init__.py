@@ -34,7 +34,7 @@ def statistics_over(x, g, b, eps, axis) -> np.ndarray:
     return centered / np.sqrt(x.var(axis, keepdims=True) + eps) * g + b
 
 
-def mistakes(x: np.ndarray, w: dict, eps: float) -> dict[str, np.ndarray]:
+def wrong_outputs(x: np.ndarray, w: dict, eps: float) -> dict[str, np.ndarray]:
     g, b = w["weight"], w["bias"]
     centered = x - x.mean(-1, keepdims=True)
     found = {
@@ -127,7 +127,7 @@ def normalizes(ctx: Context) -> None:
     x = ctx.normal(BATCH, SEQ, DIM) * 3 + 1.5
     expected = ref.layer_norm(x, w["weight"], w["bias"])
     out = ctx.call("LayerNorm.forward", layer, tensor(x))
-    expect_close(out, expected, "LayerNorm(x)", mistakes(x, w, 1e-5))
+    expect_close(out, expected, "LayerNorm(x)", wrong_outputs(x, w, 1e-5))
 
 
 def uses_its_eps(ctx: Context) -> None:
@@ -136,7 +136,7 @@ def uses_its_eps(ctx: Context) -> None:
     x = ctx.normal(3, DIM, std=0.05)
     expected = ref.layer_norm(x, w["weight"], w["bias"], eps)
     out = ctx.call("LayerNorm.forward", layer, tensor(x))
-    expect_close(out, expected, f"LayerNorm({DIM}, eps={eps})(x)", mistakes(x, w, eps))
+    expect_close(out, expected, f"LayerNorm({DIM}, eps={eps})(x)", wrong_outputs(x, w, eps))
 
 
 STEP = Step(

@@ -27,7 +27,7 @@ def parts(ctx: Context):
     )
 
 
-def mistakes(x, norm, sublayer) -> dict:
+def wrong_outputs(x, norm, sublayer) -> dict:
     """What the usual residual mistakes compute, for NumPy callables."""
     return {
         "The layer norm is applied after the addition (post-norm, the original Transformer); "
@@ -57,7 +57,7 @@ def matches(ctx: Context) -> None:
         out,
         x + ref_mlp(ref_norm(x)),
         "pre_norm_residual(x, layer_norm, mlp)",
-        mistakes(x, ref_norm, ref_mlp),
+        wrong_outputs(x, ref_norm, ref_mlp),
         hint="The sublayer reads a normalized copy of x; its output is added to x itself.",
     )
 
@@ -110,7 +110,11 @@ def uses_the_given_callables(ctx: Context) -> None:
             "which wiring gives yours."
         )
     expect_close(
-        out, x + (6 * x + 1), what, mistakes(x, lambda h: 2 * h, lambda h: 3 * h + 1), hint=hint
+        out,
+        x + (6 * x + 1),
+        what,
+        wrong_outputs(x, lambda h: 2 * h, lambda h: 3 * h + 1),
+        hint=hint,
     )
 
 
