@@ -2,6 +2,8 @@
 
 - `steps`: one record per step of the tutorial (its title, files, page, task).
 - `cli`: the one error path of every command line (usage 2, failure 1).
+- `checkpoint`: a checkpoint directory's files, found (--weights or the hub),
+  checked, and its tokenizer; `random_checkpoint` writes tiny random ones.
 - `max_runtime`: starting MAX the same way in every process and its children.
 - `svg`: the few SVG shapes the book's figures and the attention map draw with.
 

@@ -18,6 +18,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
+from common.checkpoint import Tokenizer  # noqa: E402
 from tests.fixtures import hf_model, write_checkpoint  # noqa: E402
 from tools import attention_map  # noqa: E402
 
@@ -38,8 +39,7 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory):
 def ours(checkpoint):
     """The tool's model and the prompt's token ids."""
     directory, _ = checkpoint
-    tokenizer = attention_map.load_tokenizer(directory)
-    return attention_map.load_model(directory), tokenizer.encode(PROMPT).ids
+    return attention_map.load_model(directory), Tokenizer(directory).encode(PROMPT)
 
 
 @pytest.mark.parametrize("layer", [0, 1])

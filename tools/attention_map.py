@@ -2,7 +2,8 @@
 `python -m tools.attention_map --weights DIR --prompt "..." --layer N --out FILE.svg`.
 
 The weights come from a GPT-2 checkpoint directory (config.json,
-model.safetensors and tokenizer.json, as `save_pretrained` writes them), loaded
+model.safetensors and tokenizer.json or vocab.json + merges.txt, as
+`save_pretrained` writes them; common/checkpoint.py checks and reads it), loaded
 into the model of step 13 (solutions/). The embeddings and the blocks below
 layer N run as they do in the model; in block N the attention is recomputed
 step by step with MAX operations (ln_1, c_attn, split heads, softmax of
@@ -22,11 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from common import max_runtime
+from common import checkpoint, max_runtime
 from common.cli import ArgumentParser, Failure, UsageError, exit_status
 from common.svg import INK, MASKED, MONO, MUTED, SANS, document, num, text
 
-CHECKPOINT_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 # A sequential white-to-blue scale: weight 0 is white, weight 1 dark blue.
 SCALE = [
     (0.0, (255, 255, 255)),
@@ -40,17 +40,6 @@ LABEL_CHARS = 12  # longer token labels are cut with an ellipsis
 # -- loading -------------------------------------------------------------------
 
 
-def check_directory(directory: Path) -> None:
-    if not directory.is_dir():
-        raise Failure(f"--weights {directory}: no such directory.")
-    for name in CHECKPOINT_FILES:
-        if not (directory / name).is_file():
-            raise Failure(
-                f"{directory / name} does not exist: the checkpoint directory needs "
-                f"{', '.join(CHECKPOINT_FILES)}."
-            )
-
-
 def load_model(directory: Path):
     """The step 13 model with the checkpoint's weights."""
     from solutions.solution_15 import CheckpointError, load_pretrained
@@ -60,17 +49,6 @@ def load_model(directory: Path):
     except CheckpointError as error:
         raise Failure(f"cannot use the checkpoint in {directory}: {error}") from None
     return model
-
-
-def load_tokenizer(directory: Path):
-    from tokenizers import Tokenizer
-
-    path = directory / "tokenizer.json"
-    try:
-        return Tokenizer.from_file(str(path))
-    except Exception as error:  # the tokenizers library raises a bare Exception
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise Failure(f"{path} could not be read: {reason}") from None
 
 
 # -- the attention weights ------------------------------------------------------
@@ -226,7 +204,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--weights",
         type=Path,
         required=True,
-        help="checkpoint directory with config.json, model.safetensors and tokenizer.json",
+        help="checkpoint directory with config.json, model.safetensors and tokenizer.json "
+        "(or vocab.json and merges.txt)",
     )
     parser.add_argument("--prompt", required=True, help="the text whose attention to draw")
     parser.add_argument("--layer", type=int, default=0, help="block to draw, from 0 (default 0)")
@@ -242,16 +221,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def run(args: argparse.Namespace) -> Path:
     if not args.prompt.strip():
         raise UsageError("--prompt is empty: give some text to look at.")
-    check_directory(args.weights)
-    tokenizer = load_tokenizer(args.weights)
-    model = load_model(args.weights)
+    directory = checkpoint.resolve(args.weights)
+    tokenizer = checkpoint.Tokenizer(directory)
+    model = load_model(directory)
     config = model.config
     if not 0 <= args.layer < config.n_layer:
         raise UsageError(
             f"--layer {args.layer} does not exist: the model has {config.n_layer} layers, "
             f"0 to {config.n_layer - 1}."
         )
-    token_ids = tokenizer.encode(args.prompt).ids
+    token_ids = tokenizer.encode(args.prompt)
     if len(token_ids) > config.n_positions:
         raise UsageError(
             f"the prompt is {len(token_ids)} tokens; the model's context window is "
@@ -260,7 +239,7 @@ def run(args: argparse.Namespace) -> Path:
     if max(token_ids) >= config.vocab_size:
         raise Failure(
             f"the tokenizer produced id {max(token_ids)}, but the model's vocabulary has "
-            f"{config.vocab_size} entries: tokenizer.json does not belong to this model."
+            f"{config.vocab_size} entries: the tokenizer does not belong to this model."
         )
     weights = attention_weights(model, token_ids, args.layer)
     labels = [token_label(tokenizer.decode([token_id])) for token_id in token_ids]
@@ -269,8 +248,7 @@ def run(args: argparse.Namespace) -> Path:
         labels,
         title=f"Attention weights of layer {args.layer}, {config.n_head} heads",
         subtitle=(
-            f"{args.weights.resolve().name}: row = query token, column = key token; "
-            "each row sums to 1"
+            f"{directory.resolve().name}: row = query token, column = key token; each row sums to 1"
         ),
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)

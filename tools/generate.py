@@ -15,17 +15,10 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from common import max_runtime, steps
+from common import checkpoint, max_runtime, steps
+from common.checkpoint import DEFAULT_MODEL, Tokenizer
 from common.cli import ArgumentParser, Failure, UsageError, exit_status, progress
 
-DEFAULT_MODEL = "openai-community/gpt2"
-CHECKPOINT_FILES = [
-    "config.json",
-    "model.safetensors",
-    "tokenizer.json",
-    "vocab.json",
-    "merges.txt",
-]
 MAX_NEW_TOKENS = 1024  # more than this from a 1024-token model is a typo
 # The flags that run the tutorial's own model (CPU, float32) instead of fast/gpt2.py.
 TUTORIAL_FLAGS = {"--eager": "eager", "--steps": "steps", "--step17": "step17"}
@@ -106,57 +99,6 @@ def validate(args: argparse.Namespace) -> None:
         )
     if args.step17 and (args.eager or args.steps):
         raise UsageError("--step17 is a compiled model: drop --eager / --steps, or --step17.")
-
-
-def checkpoint_directory(args: argparse.Namespace) -> Path:
-    if args.weights is not None:
-        if not args.weights.is_dir():
-            raise Failure(f"--weights {args.weights}: no such directory.")
-        return args.weights
-    from huggingface_hub import snapshot_download
-
-    try:  # the local Hugging Face cache first, then the hub
-        return Path(
-            snapshot_download(args.model, allow_patterns=CHECKPOINT_FILES, local_files_only=True)
-        )
-    except Exception:
-        pass
-    try:
-        return Path(snapshot_download(args.model, allow_patterns=CHECKPOINT_FILES))
-    except Exception as error:
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise Failure(
-            f"Could not get the weights of {args.model!r}: they are not in the local Hugging Face cache, "
-            f"and downloading them from the Hugging Face hub failed ({reason}). If you are offline or "
-            "behind a firewall, copy a GPT-2 checkpoint directory (config.json, model.safetensors and "
-            "tokenizer.json, as `save_pretrained` writes them) to this machine and pass it with "
-            "--weights DIR."
-        ) from None
-
-
-class Tokenizer:
-    """GPT-2's byte-level BPE from the `tokenizers` library: ids in, text out."""
-
-    def __init__(self, directory: Path) -> None:
-        from tokenizers import Tokenizer as HFTokenizer
-        from tokenizers.implementations import ByteLevelBPETokenizer
-
-        if (directory / "tokenizer.json").is_file():
-            self._tokenizer = HFTokenizer.from_file(str(directory / "tokenizer.json"))
-        elif (directory / "vocab.json").is_file() and (directory / "merges.txt").is_file():
-            self._tokenizer = ByteLevelBPETokenizer.from_file(
-                str(directory / "vocab.json"), str(directory / "merges.txt")
-            )
-        else:
-            raise Failure(
-                f"{directory} has no tokenizer: it needs tokenizer.json, or vocab.json and merges.txt."
-            )
-
-    def encode(self, text: str) -> list[int]:
-        return self._tokenizer.encode(text).ids
-
-    def decode(self, ids: Sequence[int]) -> str:
-        return self._tokenizer.decode(list(ids))
 
 
 def code_modules(use_steps: bool):
@@ -285,7 +227,7 @@ def check_fits(args, tokenizer: Tokenizer, config, *, cached: bool) -> None:
 
 def run(args: argparse.Namespace) -> None:
     validate(args)
-    directory = checkpoint_directory(args)
+    directory = checkpoint.resolve(args.weights, args.model)
     tokenizer = Tokenizer(directory)
     sampling = dict(
         do_sample=not args.greedy, temperature=args.temperature, top_k=args.top_k, seed=args.seed

@@ -21,10 +21,10 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from common import max_runtime
+from common import checkpoint, max_runtime
+from common.checkpoint import DEFAULT_MODEL
 from common.cli import ArgumentParser, Failure, UsageError, exit_status, progress
 from common.steps import REPO
-from tools.generate import DEFAULT_MODEL, checkpoint_directory
 
 SERVED_NAME = "gpt2"  # the `model` field clients send
 STOP_SECONDS = 20  # a graceful stop gets this long before SIGKILL
@@ -66,16 +66,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.max_batch_size < 1:
         raise UsageError(f"--max-batch-size must be at least 1, not {args.max_batch_size}.")
     return args
-
-
-def model_directory(args: argparse.Namespace) -> Path:
-    """A local checkpoint directory: --weights, or the hub model (cached or downloaded)."""
-    if args.weights is not None and not (args.weights / "config.json").is_file():
-        raise Failure(
-            f"--weights {args.weights}: not a checkpoint directory (it needs config.json, "
-            "model.safetensors and tokenizer.json, as save_pretrained writes them)."
-        )
-    return checkpoint_directory(args)
 
 
 def max_serve_command(args: argparse.Namespace, directory: Path) -> list[str]:
@@ -204,7 +194,7 @@ Ctrl-C stops the server.
 
 
 def run(args: argparse.Namespace) -> None:
-    directory = model_directory(args)
+    directory = checkpoint.resolve(args.weights, args.model)
     base_url = f"http://{args.host}:{args.port}"
     log = open(args.log, "w") if args.log else (subprocess.DEVNULL if args.quiet else None)
     print(f"Starting max serve with {directory} (loading and compiling: minutes the first time)...")

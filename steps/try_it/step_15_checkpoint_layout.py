@@ -11,9 +11,13 @@ from pathlib import Path
 
 import numpy as np
 
+from common.random_checkpoint import (
+    hugging_face_layout,
+    random_gpt2_weights,
+    write_safetensors_checkpoint,
+)
 from solutions.solution_01 import GPT2Config
 from solutions.solution_15 import read_tensors, to_max_layout
-from tests.fixtures import hugging_face_layout, random_gpt2_weights, write_safetensors_checkpoint
 
 CONFIG = GPT2Config(vocab_size=50, n_positions=8, n_embd=16, n_layer=1, n_head=2)
 

@@ -1,0 +1,124 @@
+"""Small random GPT-2 checkpoints written with NumPy and safetensors only (no
+torch), in the layouts real checkpoints use: for step 15's checks
+(tests/specs/step_15/layout.py), its experiment
+(steps/try_it/step_15_checkpoint_layout.py) and tests/test_checkpoint.py.
+
+- `random_gpt2_weights(config)`: random weights in the model's own layout.
+- `hugging_face_layout(weights, ...)`: the same tensors as a Hugging Face
+  checkpoint stores them.
+- `write_safetensors_checkpoint(directory, config, tensors)`: config.json and
+  model.safetensors, as common.checkpoint reads them.
+
+`config` is a GPT2Config of step 01 (any object with its fields will do).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from common.checkpoint import CONFIG, GPT2, WEIGHTS
+
+# Hugging Face's GPT-2 stores these layers as Conv1D, weights [in, out].
+CONV1D_LAYERS = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
+
+
+def is_conv1d_weight(name: str) -> bool:
+    return name.endswith(".weight") and any(f".{layer}." in name for layer in CONV1D_LAYERS)
+
+
+def gpt2_shapes(config: Any) -> dict[str, tuple[int, ...]]:
+    """MaxGPT2LMHeadModel's parameters, in its order, with their shapes
+    (MAX's Linear: weight [out, in])."""
+    e, inner, vocab = config.n_embd, config.n_inner, config.vocab_size
+    block = {  # the weight of each layer of a block; its bias is [out]
+        "ln_1": (e,),
+        "attn.c_attn": (3 * e, e),
+        "attn.c_proj": (e, e),
+        "ln_2": (e,),
+        "mlp.c_fc": (inner, e),
+        "mlp.c_proj": (e, inner),
+    }
+    shapes = {
+        "transformer.wte.weight": (vocab, e),
+        "transformer.wpe.weight": (config.n_positions, e),
+    }
+    for i in range(config.n_layer):
+        for layer, weight in block.items():
+            shapes[f"transformer.h.{i}.{layer}.weight"] = weight
+            shapes[f"transformer.h.{i}.{layer}.bias"] = weight[:1]
+    shapes["transformer.ln_f.weight"] = shapes["transformer.ln_f.bias"] = (e,)
+    shapes["lm_head.weight"] = (vocab, e)
+    return shapes
+
+
+def random_gpt2_weights(config: Any, seed: int = 0, *, tied: bool = True) -> dict[str, np.ndarray]:
+    """GPT-2-like random weights in the model's layout (MAX's Linear: [out, in]),
+    named like MaxGPT2LMHeadModel's parameters: N(0, 0.02), layer-norm scales
+    near 1. lm_head.weight is wte's table when `tied`, else a matrix of its own."""
+    rng = np.random.default_rng(seed)
+    weights = {}
+    for name, shape in gpt2_shapes(config).items():
+        std, mean = (0.1, 1.0) if len(shape) == 1 and name.endswith(".weight") else (0.02, 0.0)
+        weights[name] = (mean + std * rng.standard_normal(shape)).astype(np.float32)
+    if tied:
+        weights["lm_head.weight"] = weights["transformer.wte.weight"]
+    return weights
+
+
+def hugging_face_layout(
+    weights: dict[str, np.ndarray], *, prefix: bool, head: bool, buffers: bool, dtype=None
+) -> dict[str, np.ndarray]:
+    """Model-layout weights as a Hugging Face GPT-2 checkpoint holds them:
+    Conv1D weights transposed to [in, out]; without the `transformer.` prefix
+    unless `prefix` (the hub's gpt2 has none); lm_head.weight only if `head`;
+    the old causal-mask buffers h.N.attn.bias and h.N.attn.masked_bias if
+    `buffers`; every tensor as `dtype` (float32 by default)."""
+    dtype = np.float32 if dtype is None else dtype
+    tensors = {}
+    for name, array in weights.items():
+        if name == "lm_head.weight" and not head:
+            continue
+        if is_conv1d_weight(name):
+            array = array.T
+        if not prefix:
+            name = name.removeprefix("transformer.")
+        tensors[name] = np.ascontiguousarray(array, dtype=dtype)
+    if buffers:
+        size = int(weights["transformer.wpe.weight"].shape[0])
+        start = "transformer." if prefix else ""
+        for i in range(sum(n.endswith(".ln_1.weight") for n in weights)):
+            mask = np.tril(np.ones((size, size), dtype=np.float32))[None, None]
+            tensors[f"{start}h.{i}.attn.bias"] = mask
+            tensors[f"{start}h.{i}.attn.masked_bias"] = np.asarray(-1e4, dtype=np.float32)
+    return tensors
+
+
+def write_safetensors_checkpoint(
+    directory: Path, config: Any, tensors: dict[str, np.ndarray]
+) -> Path:
+    """A checkpoint directory without torch: config.json with Hugging Face's
+    field names for `config`, and `tensors` as model.safetensors (no tokenizer)."""
+    from safetensors.numpy import save_file
+
+    directory = Path(directory)
+    fields = {
+        "architectures": ["GPT2LMHeadModel"],
+        "model_type": GPT2,
+        "activation_function": "gelu_new",
+        "vocab_size": config.vocab_size,
+        "n_positions": config.n_positions,
+        "n_ctx": config.n_positions,
+        "n_embd": config.n_embd,
+        "n_layer": config.n_layer,
+        "n_head": config.n_head,
+        "n_inner": None,
+        "layer_norm_epsilon": config.layer_norm_epsilon,
+        "initializer_range": 0.02,
+    }
+    (directory / CONFIG).write_text(json.dumps(fields, indent=2))
+    save_file(tensors, str(directory / WEIGHTS), metadata={"format": "pt"})
+    return directory
