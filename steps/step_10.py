@@ -19,8 +19,9 @@ def pre_norm_residual(
 ) -> Tensor:
     """x + sublayer(norm(x)): the sublayer sees a normalized copy, the
     residual stream x is passed on untouched."""
-    # TODO: normalize x, run the sublayer on that, and add the result to x.
-    #   Hint: norm and sublayer are callables (modules): norm(x), sublayer(h).
-    #   Do not normalize the sum, and do not add the normalized x.
+    # TODO: the sublayer reads a normalized copy of x; what it returns is added
+    #   to x itself. x, the copy, the sublayer's output and the result are all
+    #   [batch, seq, n_embd]; nothing normalizes the result (the page's
+    #   "Pre-norm and post-norm" draws the wiring).
     return None
     # END TODO
