@@ -21,9 +21,10 @@ class GPT2Block(Module[[Tensor], Tensor]):
     """ln_1 -> attention -> add, then ln_2 -> MLP -> add."""
 
     def __init__(self, config: GPT2Config) -> None:
-        # TODO: two LayerNorms (with config.layer_norm_epsilon), the attention
-        #   of step 09 and the MLP of step 04 (config.n_inner wide). The names
-        #   ln_1, attn, ln_2, mlp are the checkpoint's.
+        # TODO: two layer norms as wide as the hidden state, with the config's
+        #   epsilon; step 09's attention; step 04's MLP, as wide inside as the
+        #   config says (n_inner). The names ln_1, attn, ln_2, mlp are the
+        #   checkpoint's (the page's parameter table).
         self.ln_1 = None
         self.attn = None
         self.ln_2 = None
@@ -31,8 +32,9 @@ class GPT2Block(Module[[Tensor], Tensor]):
         # END TODO
 
     def forward(self, hidden_states: Tensor) -> Tensor:
-        # TODO: attention sublayer with ln_1, then MLP sublayer with ln_2.
-        #   Hint: pre_norm_residual(x, norm, sublayer) from step 10.
+        # TODO: two pre-norm residual halves (step 10), chained: attention reading
+        #   ln_1's copy of the stream, then the MLP reading ln_2's copy of what the
+        #   first half returns. [batch, seq, n_embd] in, the same shape out.
         hidden_states = None
         return None
         # END TODO

@@ -28,14 +28,23 @@ def expect_own_parts(block, config) -> None:
                 f"each with its own {kind}(...) call instead of assigning one to the other.",
             )
     shape = parameter_shapes(block).get("mlp.c_fc.weight")
-    if shape and len(shape) == 2 and shape[1] == config.n_embd and shape[0] != config.n_inner:
+    if not shape or len(shape) != 2 or shape[1] != config.n_embd or shape[0] == config.n_inner:
+        return
+    if shape[0] == 4 * config.n_embd:
         raise Fail(
-            f"mlp.c_fc.weight has shape {list(shape)}: the MLP is "
-            f"{sized(config, shape[0], 'wide')} inside; GPT-2's MLP is config.n_inner = "
-            f"{config.n_inner} wide.",
-            "GPT2MLP(intermediate_size, config) takes its inner width first: the width "
-            "c_fc expands to, which the config holds as n_inner (4 * n_embd for GPT-2).",
+            f"mlp.c_fc.weight has shape {list(shape)} for a config with n_inner="
+            f"{config.n_inner}: the MLP is 4 * n_embd = {shape[0]} wide inside, whatever "
+            "the config says; its width is config.n_inner.",
+            "4 * n_embd is only what step 01 fills in when a config leaves n_inner unset; "
+            "a config that sets n_inner gets an MLP that wide.",
         )
+    raise Fail(
+        f"mlp.c_fc.weight has shape {list(shape)}: the MLP is "
+        f"{sized(config, shape[0], 'wide')} inside; GPT-2's MLP is config.n_inner = "
+        f"{config.n_inner} wide.",
+        "GPT2MLP(intermediate_size, config) takes its inner width first: the width "
+        "c_fc expands to, which the config holds as n_inner (4 * n_embd for GPT-2).",
+    )
 
 
 def build(ctx: Context, config=CONFIG):
@@ -46,6 +55,12 @@ def build(ctx: Context, config=CONFIG):
 
 def parameters(ctx: Context) -> None:
     build(ctx)
+
+
+def mlp_width_is_n_inner(ctx: Context) -> None:
+    # GPT-2's configs leave n_inner unset (4 * n_embd); one that sets another
+    # width tells config.n_inner apart from a hard-coded 4 * n_embd.
+    build(ctx, small_config(n_inner=3 * CONFIG.n_embd // 2))
 
 
 def forward(ctx: Context) -> None:
@@ -135,6 +150,10 @@ STEP = Step(
     required={"GPT2Block": ["__init__", "forward"]},
     checks=[
         Check("ln_1, attn, ln_2, mlp named and shaped like GPT-2's", parameters),
+        Check(
+            "the MLP is config.n_inner wide, also when n_inner is not 4 * n_embd",
+            mlp_width_is_n_inner,
+        ),
         Check("forward: x + attn(ln_1(x)), then + mlp(ln_2(.))", forward),
         Check("the layer norms use config.layer_norm_epsilon", uses_config_eps),
     ],

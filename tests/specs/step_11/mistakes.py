@@ -50,6 +50,12 @@ MISTAKES = [
         ),
         "MLP comes before attention",
     ),
+    m(
+        "MLP width written as 4 * n_embd",
+        "GPT2MLP(config.n_inner, config)",
+        "GPT2MLP(4 * config.n_embd, config)",
+        "its width is config.n_inner",
+    ),
     m("renamed attention", "self.attn = ", "self.attention = ", "parameter names"),
     m("one shared layer norm", LN_2, "self.ln_2 = self.ln_1", "same LayerNorm object"),
     Mutant(
