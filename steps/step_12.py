@@ -20,9 +20,10 @@ class GPT2Model(Module[[Tensor], Tensor]):
     """Token ids [batch, seq] -> final hidden states [batch, seq, n_embd]."""
 
     def __init__(self, config: GPT2Config) -> None:
-        # TODO: wte and wpe as in step 06; h holds config.n_layer blocks, each
-        #   a new GPT2Block(config); ln_f is a LayerNorm with the config's eps.
-        #   Hint: ModuleList([...]) names its items h.0, h.1, ... like the checkpoint.
+        # TODO: wte and wpe, the token and position tables of step 06; h, the
+        #   config's n_layer blocks of step 11, each with weights of its own, in
+        #   a container that names them h.0, h.1, ... like the checkpoint (the
+        #   page's "MAX operations"); ln_f, a layer norm with the config's epsilon.
         self.wte = None
         self.wpe = None
         self.h = None
@@ -31,11 +32,14 @@ class GPT2Model(Module[[Tensor], Tensor]):
 
     def forward(self, input_ids: Tensor) -> Tensor:
         seq_length = input_ids.shape[-1]
-        # TODO: embeddings as in step 06 (token + position).
+        # TODO: as in step 06: the positions 0 .. seq_length - 1 (int64, on the
+        #   ids' device), and each token's wte row plus its position's wpe row,
+        #   [batch, seq, n_embd].
         positions = None
         hidden_states = None
         # END TODO
-        # TODO: run every block in order, then the final layer norm.
+        # TODO: each block reads what the one before returned (the first reads
+        #   the embeddings); ln_f normalizes the last one's output, once.
         for block in self.h:
             hidden_states = None
         return None
