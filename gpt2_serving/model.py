@@ -5,23 +5,23 @@
 - convert_safetensors: the weight adapter, Hugging Face names and layout to
   ours (step 15's to_max_layout, the same code `tools.generate` loads with).
 - GPT2PipelineModel: builds step 18's PagedGPT2LMHeadModel on MAX's device
-  and compiles it for MAX's ragged batch inputs. On the CPU its projections
-  run through fast/kernels while a batch has few tokens (KernelLinear).
+  and compiles it for MAX's ragged batch inputs. On the CPU the model is
+  built with KernelLinear projections, which run through fast/kernels while
+  a batch has few tokens.
 - GPT2BatchProcessor: MAX's stock ragged batching (the flat token vector,
   the row offsets and the cache inputs), the same its Llama uses.
 """
 
 from __future__ import annotations
 
-import os
-import time
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
 import numpy as np
 from max import tree
 from max.dtype import DType
-from max.experimental.nn import Linear
+from max.experimental import functional as F
+from max.experimental.nn import Linear, Module
 from max.experimental.tensor import Tensor
 from max.graph import DeviceRef
 from max.graph.weights import WeightData, Weights
@@ -45,8 +45,6 @@ from solutions.solution_15 import to_max_layout
 from solutions.solution_18 import PagedGPT2LMHeadModel, cache_shape
 
 GPT2BatchProcessor = Llama3ModuleV3BatchProcessor
-# A file to which every model step appends its start and end (devtools.serve_bench).
-STEP_LOG = "GPT2_SERVING_STEP_LOG"
 
 
 def tutorial_config(huggingface_config: Any) -> GPT2Config:
@@ -122,28 +120,43 @@ def convert_safetensors(state_dict: dict[str, Weights], **unused: Any) -> dict[s
 
 # ANCHOR: kernel_linear
 # Up to how many rows (tokens in a batch) our kernel runs; beyond, MAX's
-# matmul (prompts). In float32 the kernel is the faster up to about 8 rows and
-# MAX's matmul from about 16: `python -m devtools.bench --profile` times both
-# (the table of rows in docs/src/bench/profile.md). MAX serves bfloat16 on
-# accelerators only, where the kernels do not run.
+# matmul (prompts). The kernel reads each weight row once for every row of
+# the batch, so it wins while the product is memory-bound and loses once the
+# arithmetic of many rows is the cost: `python -m devtools.bench --profile`
+# times both for 1 to 64 rows (the last table of docs/src/bench/profile.md
+# shows where they cross on the machine it was measured on). MAX serves
+# bfloat16 on accelerators only, where the kernels do not run.
 KERNEL_ROWS = 8
 
 
 class KernelLinear(Linear):
-    """A Linear, same parameters, whose product reads each weight row once
-    for the whole batch when the batch is small (fast/gpt2.py's kernel):
-    decoding is memory-bound, so reading the weights fast is what counts.
-    Its output keeps the input's dtype."""
+    """A Linear whose product reads each weight row once for the whole batch
+    when the batch is small (fast/gpt2.py's kernel): decoding is
+    memory-bound, so reading the weights fast is what counts. Its output
+    keeps the input's dtype."""
+
+    @classmethod
+    def sharing(cls, layer: Linear) -> KernelLinear:
+        """A KernelLinear holding `layer`'s own parameter tensors, so that a
+        tied pair (lm_head and wte) stays one tensor."""
+        with F.lazy():  # the random initial values are dropped uncomputed
+            kernel = cls(layer.in_dim, layer.out_dim, bias=isinstance(layer.bias, Tensor))
+        kernel.weight, kernel.bias = layer.weight, layer.bias
+        return kernel
 
     def forward(self, x: Tensor) -> Tensor:
         return fast_gpt2.linear_few_or_many(self, x, KERNEL_ROWS).cast(x.dtype)
 
 
-def with_kernel_linears(module) -> None:
-    """Every Linear of `module` becomes a KernelLinear: only forward changes."""
-    for _, child in module.descendants:
-        if type(child) is Linear:
-            child.__class__ = KernelLinear
+def with_kernel_linears(module: Module) -> None:
+    """Each Linear of `module` replaced by a KernelLinear with its parameters,
+    the way step 18 replaces step 11's blocks with PagedBlocks."""
+    kernels = {
+        name: KernelLinear.sharing(child)
+        for name, child in module.descendants
+        if type(child) is Linear
+    }
+    tree.update(module, kernels, leaf=lambda node: isinstance(node, Linear))
 
 
 # ANCHOR_END: kernel_linear
@@ -152,11 +165,16 @@ def with_kernel_linears(module) -> None:
 # ANCHOR: served
 class ServedGPT2(PagedGPT2LMHeadModel):
     """The compiled entry point: MAX passes the KV cache as a flat list of
-    buffers after the batch inputs; rebuild the cache object from them."""
+    buffers after the batch inputs; rebuild the cache object from them.
+    With kernel_linears (on the CPU) its projections are KernelLinears."""
 
-    def __init__(self, config: GPT2Config, kv_params: KVCacheParamInterface) -> None:
+    def __init__(
+        self, config: GPT2Config, kv_params: KVCacheParamInterface, *, kernel_linears: bool
+    ) -> None:
         super().__init__(config)
         self.kv_params = kv_params
+        if kernel_linears:
+            with_kernel_linears(self)
 
     def forward(self, tokens, return_n_logits, input_row_offsets, *kv_inputs):
         del return_n_logits  # we return only each request's last-token logits
@@ -184,24 +202,9 @@ class GPT2PipelineModel(ModuleV3PipelineModelWithKVCache[TextContext]):
             return state_dict
         return {name: w.astype(model_config.dtype) for name, w in state_dict.items()}
 
-    def execute(self, model_inputs):
-        """MAX's execute. With GPT2_SERVING_STEP_LOG naming a file, each call
-        appends its start and end (monotonic nanoseconds, a clock every
-        process shares): the gaps between calls are the time MAX's pipeline
-        spends around our model, which devtools.serve_bench reports."""
-        path = os.environ.get(STEP_LOG)
-        if not path:
-            return super().execute(model_inputs)
-        started = time.monotonic_ns()
-        outputs = super().execute(model_inputs)
-        ended = time.monotonic_ns()
-        with open(path, "a") as log:
-            log.write(f"{started} {ended}\n")
-        return outputs
-
     def _instantiate_module(self, model_config: GPT2ServingConfig) -> ServedGPT2:
-        module = ServedGPT2(model_config.gpt2, self.kv_params)
+        # fast/kernels are CPU code: on an accelerator MAX's matmul does every product.
+        on_host = self.devices[0].is_host
+        module = ServedGPT2(model_config.gpt2, self.kv_params, kernel_linears=on_host)
         module.to(self.devices[0])
-        if self.devices[0].is_host:
-            with_kernel_linears(module)
         return module

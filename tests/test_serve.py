@@ -8,6 +8,7 @@ by PID at the end, and no process it started may survive.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -27,11 +28,11 @@ psutil = pytest.importorskip("psutil")
 
 from common import max_runtime  # noqa: E402
 from common.steps import REPO  # noqa: E402
-from devtools.serve_bench.steps import read_steps, split_step_time  # noqa: E402
-from gpt2_serving.model import STEP_LOG  # noqa: E402
+from devtools.serve_bench.executions import read_executions, split_execution_time  # noqa: E402
+from devtools.serve_bench.server import start_timed  # noqa: E402
 from tests.fixtures import hf_model, run_tool, write_checkpoint  # noqa: E402
 from tools.generate import Tokenizer  # noqa: E402
-from tools.serve import SERVED_NAME, free_port  # noqa: E402
+from tools.serve import SERVED_NAME, free_port, stop, wait_ready  # noqa: E402
 
 STARTUP_SECONDS = 1500  # a cold kernel cache compiles the paged-attention kernels
 REQUEST_SECONDS = 120
@@ -69,7 +70,6 @@ class Server:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.log = log
-        self.step_log = log.with_name("steps.log")  # every model step's start and end
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -85,7 +85,7 @@ class Server:
                 str(log),
             ],
             cwd=REPO,
-            env=max_runtime.child_env(**{STEP_LOG: str(self.step_log)}),
+            env=max_runtime.child_env(),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -149,11 +149,15 @@ def server(checkpoint, tmp_path_factory):
     running.stop()
 
 
+def openai_client(base_url: str):
+    return openai.OpenAI(
+        base_url=f"{base_url}/v1", api_key="none", timeout=REQUEST_SECONDS, max_retries=0
+    )
+
+
 @pytest.fixture(scope="module")
 def client(server):
-    return openai.OpenAI(
-        base_url=f"{server.base_url}/v1", api_key="none", timeout=REQUEST_SECONDS, max_retries=0
-    )
+    return openai_client(server.base_url)
 
 
 def greedy(client, prompt: str, max_tokens: int, **extra):
@@ -274,14 +278,26 @@ def test_bad_request_is_a_4xx_json_error(server, client, what) -> None:
     assert status == 200, body
 
 
-def test_the_step_log_splits_a_token_between_model_and_pipeline(server, client) -> None:
-    """With STEP_LOG set, the model worker logs one step per generated token
-    of a lone request (devtools.serve_bench's split of a token's time)."""
-    started = time.monotonic_ns()
-    completion = greedy(client, "The quick brown fox", 6)
-    split = split_step_time(read_steps(server.step_log), (started, time.monotonic_ns()))
-    assert split is not None, "no model steps were logged"
-    assert split["steps"] == completion.usage.completion_tokens
+def test_the_execution_log_splits_a_token_between_model_and_pipeline(checkpoint, tmp_path) -> None:
+    """`max serve` as devtools.serve_bench starts it (its timed_arch after
+    gpt2_serving) logs one model execution per generated token of a lone
+    request: the bench's split of a token's time."""
+    _, weights = checkpoint
+    port = free_port()
+    serve_args = argparse.Namespace(host="127.0.0.1", port=port, max_batch_size=16, device="cpu")
+    base_url, execution_log = f"http://127.0.0.1:{port}", tmp_path / "executions.log"
+    with open(tmp_path / "max-serve.log", "w") as log:
+        process = start_timed(serve_args, weights, log, execution_log)
+        try:
+            wait_ready(process, base_url, STARTUP_SECONDS)
+            started = time.monotonic_ns()
+            completion = greedy(openai_client(base_url), "The quick brown fox", 6)
+            window = (started, time.monotonic_ns())
+        finally:
+            stop(process)
+    split = split_execution_time(read_executions(execution_log), window)
+    assert split is not None, "no model executions were logged"
+    assert split["executions"] == completion.usage.completion_tokens
     assert split["model_ms"] > 0 and split["between_ms"] > 0
 
 

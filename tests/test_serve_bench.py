@@ -7,9 +7,9 @@ import pytest
 
 from devtools.serve_bench import report
 from devtools.serve_bench.__main__ import main
+from devtools.serve_bench.executions import split_execution_time
 from devtools.serve_bench.load import is_token_event, percentile, summarize
-from devtools.serve_bench.peers import StepClock, left_padded
-from devtools.serve_bench.steps import split_step_time
+from devtools.serve_bench.peers import TokenClock, left_padded
 
 
 def test_percentile_interpolates_between_ranks() -> None:
@@ -42,22 +42,22 @@ def test_left_padding_right_aligns_every_prompt() -> None:
     assert mask.tolist() == [[1, 1, 1], [0, 0, 1]]
 
 
-def test_the_step_clock_skips_the_prompt() -> None:
-    clock = StepClock()
+def test_the_token_clock_skips_the_prompt() -> None:
+    clock = TokenClock()
     for value in ("prompt", "token 1", "token 2"):
         clock.put(value)
-    assert len(clock.steps) == 2
+    assert len(clock.arrivals) == 2
 
 
-def test_a_step_splits_into_model_and_pipeline_time_inside_the_window() -> None:
-    """Steps of 20 ms with 5 ms gaps (nanoseconds); the one that ends after
-    the window, and the one before it, are not counted."""
+def test_executions_split_into_model_and_pipeline_time_inside_the_window() -> None:
+    """Executions of 20 ms with 5 ms gaps (nanoseconds); the one that ends
+    after the window, and the one before it, are not counted."""
     ms = 1_000_000
-    steps = [(start * ms, (start + 20) * ms) for start in (0, 100, 125, 150, 500)]
-    split = split_step_time(steps, window=(50 * ms, 200 * ms))
-    assert split == {"steps": 3, "model_ms": 20.0, "between_ms": 5.0}
-    assert split_step_time(steps[:1], window=(0, 50 * ms)) is None
-    line = report.step_time(split)[0]
+    executions = [(start * ms, (start + 20) * ms) for start in (0, 100, 125, 150, 500)]
+    split = split_execution_time(executions, window=(50 * ms, 200 * ms))
+    assert split == {"executions": 3, "model_ms": 20.0, "between_ms": 5.0}
+    assert split_execution_time(executions[:1], window=(0, 50 * ms)) is None
+    line = report.execution_time(split)[0]
     assert "20.0 ms in our model's compiled graph and 5.0 ms in MAX's pipeline" in line
     assert "(20% of 25.0 ms)" in line
 

@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> dict:
         "device": args.device or "default device",
         "max_tokens": args.max_tokens,
         "server": served["levels"],
-        "server_steps": served["steps"],
+        "server_executions": served["executions"],
         "cross_check": served["cross_check"],
         "transformers": batched,
         "llama_server": llama,

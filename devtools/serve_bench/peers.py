@@ -3,8 +3,9 @@
 - transformers' `generate`, the way one serves without a serving engine:
   `concurrency` prompts in one batch, left-padded so that every row's last
   prompt token is in the last column, greedy, exactly max_tokens tokens.
-  A streamer stamps each decoding step, so a batch gives every row's TTFT
-  (the first step) and ITL (the steps after it) like a served request.
+  A streamer stamps each token the batch produces (one for every row at
+  once), so a batch gives every row's TTFT (the first token) and ITL (the
+  tokens after it) like a served request.
 - our fast model (fast/gpt2.py) on one stream: what one request at a time
   could run at on this machine.
 """
@@ -19,19 +20,19 @@ from pathlib import Path
 from devtools.serve_bench.load import PROMPTS, summarize
 
 
-class StepClock:
+class TokenClock:
     """A `generate` streamer that records when each new token is produced."""
 
     def __init__(self) -> None:
         self.started = time.perf_counter()
-        self.steps: list[float] = []
+        self.arrivals: list[float] = []
         self._prompt_seen = False
 
     def put(self, value) -> None:
         if not self._prompt_seen:  # generate hands the prompt over first
             self._prompt_seen = True
             return
-        self.steps.append(time.perf_counter() - self.started)
+        self.arrivals.append(time.perf_counter() - self.started)
 
     def end(self) -> None:
         pass
@@ -50,7 +51,7 @@ def left_padded(rows: list[list[int]], pad_id: int):
     return ids, mask
 
 
-def greedy(model, prompts, tokens: int, clock: StepClock | None = None):
+def greedy(model, prompts, tokens: int, clock: TokenClock | None = None):
     """Exactly `tokens` greedy tokens for every row of `prompts` (ids, mask)."""
     ids, mask = prompts
     return model.generate(
@@ -84,9 +85,9 @@ def transformers_levels(
             greedy(model, prompts, 2)  # warm-up
             arrivals, started = [], time.perf_counter()
             for _ in range(math.ceil(max(requests, 2 * concurrency) / concurrency)):
-                clock = StepClock()
+                clock = TokenClock()
                 greedy(model, prompts, max_tokens, clock)
-                arrivals += [clock.steps] * concurrency  # every row gets each step at once
+                arrivals += [clock.arrivals] * concurrency  # every row gets each token at once
             results.append(summarize(arrivals, time.perf_counter() - started, concurrency))
     return results
 

@@ -47,20 +47,22 @@ def table(data: dict) -> str:
         lines.append(f"| {LLAMA} | | {llama['skipped']} | | |")
     lines += [row(LLAMA, stats) for stats in llama.get("levels", [])]
     lines.append(row("ours, fast (fast/gpt2.py), one stream", data["fast"]))
-    return "\n".join(lines + ["", *step_time(data.get("server_steps")), *goals(data)]) + "\n"
+    return (
+        "\n".join(lines + ["", *execution_time(data.get("server_executions")), *goals(data)]) + "\n"
+    )
 
 
-def step_time(steps: dict | None) -> list[str]:
+def execution_time(split: dict | None) -> list[str]:
     """Where a token's time went at concurrency 1, from the model worker's
-    step log (steps.py), or nothing when no steps were logged."""
-    if not steps:
+    execution log (executions.py), or nothing when none was logged."""
+    if not split:
         return []
-    token_ms = steps["model_ms"] + steps["between_ms"]
+    token_ms = split["model_ms"] + split["between_ms"]
     return [
-        f"At concurrency 1, a token (median of {steps['steps']} model steps) spent "
-        f"{steps['model_ms']:.1f} ms in our model's compiled graph and "
-        f"{steps['between_ms']:.1f} ms in MAX's pipeline between two steps "
-        f"({steps['between_ms'] / token_ms:.0%} of {token_ms:.1f} ms).",
+        f"At concurrency 1, a token (median of {split['executions']} model executions) spent "
+        f"{split['model_ms']:.1f} ms in our model's compiled graph and "
+        f"{split['between_ms']:.1f} ms in MAX's pipeline between two executions "
+        f"({split['between_ms'] / token_ms:.0%} of {token_ms:.1f} ms).",
         "",
     ]
 

@@ -6,11 +6,14 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import subprocess
 import time
 from pathlib import Path
 
 from common.cli import progress
-from devtools.serve_bench import cross_check, steps
+from common.steps import REPO
+from devtools.serve_bench import cross_check
+from devtools.serve_bench.executions import EXECUTION_LOG, read_executions, split_execution_time
 from devtools.serve_bench.load import (
     PROMPTS,
     completion_body,
@@ -18,7 +21,6 @@ from devtools.serve_bench.load import (
     run_level,
     token_arrivals,
 )
-from gpt2_serving.model import STEP_LOG
 from tools.serve import SERVED_NAME, free_port, max_serve_command, start, stop, wait_ready
 
 SESSION_PROMPT = "The quick brown fox"
@@ -61,6 +63,18 @@ def record_session(base_url: str, log_text: str) -> str:
     return text.replace(base_url, "http://127.0.0.1:PORT")
 
 
+def start_timed(
+    serve_args: argparse.Namespace, directory: Path, log, execution_log: Path
+) -> subprocess.Popen:
+    """tools.serve's `max serve` with timed_arch registered after gpt2_serving:
+    the same model, each of its executions appended to `execution_log`."""
+    command = max_serve_command(serve_args, directory) + [
+        "--custom-architectures",
+        f"{REPO}:devtools.serve_bench.timed_arch",
+    ]
+    return start(command, log, **{EXECUTION_LOG: str(execution_log)})
+
+
 def measure_server(args: argparse.Namespace, directory: Path, scratch: Path) -> dict:
     """Start the server, measure every level (and the cross-check), stop it."""
     port = free_port()
@@ -68,15 +82,15 @@ def measure_server(args: argparse.Namespace, directory: Path, scratch: Path) -> 
         host="127.0.0.1", port=port, max_batch_size=max(args.concurrency), device=args.device
     )
     base_url = f"http://127.0.0.1:{port}"
-    log_path, step_log = scratch / "max-serve.log", scratch / "steps.log"
+    log_path, execution_log = scratch / "max-serve.log", scratch / "executions.log"
     with open(log_path, "w") as log:
-        server = start(max_serve_command(serve_args, directory), log, **{STEP_LOG: str(step_log)})
+        server = start_timed(serve_args, directory, log, execution_log)
         try:
             with progress("max serve: loading and compiling the model"):
                 wait_ready(server, base_url, args.startup_timeout)
             session = record_session(base_url, log_path.read_text())
             token_arrivals(base_url, completion_body(SERVED_NAME, PROMPTS[0], 4))  # warm-up
-            levels, step_time = [], None
+            levels, execution_time = [], None
             for concurrency in args.concurrency:
                 with progress(f"max serve: concurrency {concurrency}"):
                     requests = max(args.requests, 2 * concurrency)
@@ -86,8 +100,14 @@ def measure_server(args: argparse.Namespace, directory: Path, scratch: Path) -> 
                     )
                     if concurrency == 1:
                         window = (started, time.monotonic_ns())
-                        step_time = steps.split_step_time(steps.read_steps(step_log), window)
+                        executions = read_executions(execution_log)
+                        execution_time = split_execution_time(executions, window)
             checked = cross_check.run(args, directory, port, scratch)
         finally:
             stop(server)
-    return {"levels": levels, "cross_check": checked, "session": session, "steps": step_time}
+    return {
+        "levels": levels,
+        "cross_check": checked,
+        "session": session,
+        "executions": execution_time,
+    }
