@@ -1,7 +1,8 @@
-"""The one error path of every command line (check, learn, generate, serve,
-attention_map, bench, serve_bench, mutate, book_outputs, figures): two kinds of
-error, the exit status each one means, one message style, and progress lines
-for the long waits (compiling).
+"""The one error path of the command lines (tests.check; tools' learn,
+generate, serve and attention_map; devtools' bench, serve_bench, mutate,
+book_outputs and llama_peer; the modules they call, such as common.steps and
+tests/checker, raise its errors): two kinds of error, the exit status each one
+means, one message style, and progress lines for the long waits (compiling).
 
     0    done
     1    a Failure: something could not be done (a check fails, a load fails)

@@ -251,8 +251,8 @@ def linear_few_or_many(layer: Linear, rows: Tensor, kernel_rows: int) -> Tensor:
 
 def _kernel_library() -> Path | None:
     """KERNELS for the first of our ops in the graph being built, then None:
-    each load of a source package rebuilds it (~3 s), and a 12-layer graph
-    calls our kernels 61 times."""
+    each load of a source package rebuilds it (`mojo precompile`, seconds),
+    and a 12-layer graph calls our kernels 61 times."""
     return None if Graph.current.kernel_libraries_paths else KERNELS
 
 
@@ -344,7 +344,9 @@ class FastGenerator:
 
     def _ids(self, ids: np.ndarray) -> Tensor:
         # from_dlpack wraps the array's memory; Tensor(ids) would build and
-        # run a one-constant graph instead, 4-5 ms per call on this CPU.
+        # run a one-constant graph on every call, which can take longer than
+        # a layer's arithmetic (docs/src/performance.md, "What the kernels
+        # cannot fix").
         tensor = Tensor.from_dlpack(ids)  # on the host
         return tensor if self.on_host else tensor.to(self.device)
 

@@ -160,8 +160,8 @@ def llama_contenders(directory: Path, dtype: str) -> list[Contender]:
 #
 # MAX and PyTorch each keep a pool of worker threads, one per core, that keep
 # spinning for a while after their work is done, waiting for more. In one
-# process they take turns fighting over the same two cores: transformers ran
-# at 24 tokens/s alone and at 7-18 tokens/s in a process where MAX had run.
+# process the two pools fight over the cores, and whichever side runs after
+# the other can lose more than half its speed.
 # So PyTorch's contenders and ours run in two worker processes, started
 # before MAX is loaded (MAX's runtime rewrites the environment a child
 # inherits); the rounds alternate between them, and only one works at a time.
