@@ -22,7 +22,7 @@ from common import max_runtime, steps
 from common.cli import ArgumentParser, UsageError, exit_status
 from common.steps import display_path
 
-from .checker import CheckProcess, check_all, check_step, warn_if_cold
+from .checker import CheckProcess, check_all, check_step
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,9 +43,7 @@ def main(argv: list[str] | None = None) -> int:
             path = args.file.resolve() if args.file else steps.step(number).file(args.solutions)
             if not path.is_file():
                 raise UsageError(f"{display_path(path)} does not exist.")
-        worker.start()  # imports MAX: knows whether its kernel cache is cold
-        # One step's check says so before its header, when that step runs MAX.
-        warn_if_cold(worker.cold, say=everything)
+        worker.start()  # imports MAX once, before the first step's header
         if everything:
             return 0 if check_all(args.solutions, worker) else 1
         return 0 if check_step(number, path, worker=worker) else 1

@@ -371,16 +371,19 @@ def test_doctor_reports_versions_and_problems(capsys: pytest.CaptureFixture[str]
     assert "torch" in output and "CPU core" in output and "MAX kernel cache" in output
     has_problems = "to fix:" in output
     assert status == (1 if has_problems else 0)
-    assert ("cold" in output) <= has_problems
 
 
-def test_doctor_says_what_to_do_about_a_cold_cache(
+def test_doctor_says_what_an_unwarmed_cache_means(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Not warmed up is no problem (a check compiles what it meets, and says
+    so): doctor says how to compile everything up front, and does not fail."""
     monkeypatch.setattr(max_runtime, "kernel_cache_is_warm", lambda: False)
-    assert learn.main(["doctor"]) == 1
-    problems = capsys.readouterr().out.split("to fix:")[1]
-    assert "cold" in problems and "pixi run warm" in problems
+    learn.main(["doctor"])
+    output = capsys.readouterr().out
+    line = next(line for line in output.splitlines() if "MAX kernel cache" in line)
+    assert "not warmed up" in line and "cold" not in output
+    assert "pixi run warm" in output
 
 
 def test_doctor_explains_python_3_12(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -397,7 +400,7 @@ def test_warm_runs_max_with_its_output_live(
     fake_max.chmod(0o755)
     monkeypatch.setattr(doctor, "max_command", lambda: str(fake_max))
     assert learn.main(["warm", "--check"]) == 1
-    assert "cold" in capfd.readouterr().out
+    assert "not warmed up" in capfd.readouterr().out
     assert learn.main(["warm"]) == 0
     output = capfd.readouterr().out
     assert "a few minutes, fewer with more cores" in output

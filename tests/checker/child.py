@@ -1,10 +1,11 @@
 """The checker's child process: `python -m tests.checker.child REQUESTS ANSWERS`.
 
 Started by tests/checker/isolate.py with two pipe file descriptors. It imports
-MAX once, says whether MAX's kernel cache is cold, then for each request
+MAX once, says it is ready, then for each request
 ({"step": NN, "path": FILE}, one JSON line) runs that step's checks and
 answers, one JSON line each: the step's title, check names and time limit;
-the name of each check as it begins; the outcomes. The learner's code runs
+the name of each check as it begins; {"compiling": FAMILY} when MAX starts to
+compile a kernel it has never compiled on this machine; the outcomes. The learner's code runs
 here, so whatever it does to this process cannot reach the checker.
 """
 
@@ -17,6 +18,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,29 @@ def die_with_parent() -> None:
         pass
 
 
+def announce_compiles(send: Callable[[dict[str, Any]], None]) -> None:
+    """Tell the parent each time MAX begins compiling an eager kernel that is
+    in no cache (tens of seconds): the checker says so then, and only then."""
+    try:
+        from max._interpreter_ops import gc_compile
+    except Exception:  # a MAX without lazy kernel compiles: nothing to announce
+        return
+    compile_target = gc_compile.compile_single_target
+
+    def compiling(family: Any, *args: Any, **kwargs: Any) -> Any:
+        send({"compiling": str(getattr(family, "name", family))})
+        # The compile's time is MAX's, not the learner code's: the check's
+        # time limit stops while it runs.
+        remaining, _ = signal.setitimer(signal.ITIMER_REAL, 0)
+        try:
+            return compile_target(family, *args, **kwargs)
+        finally:
+            if remaining:
+                signal.setitimer(signal.ITIMER_REAL, remaining)
+
+    gc_compile.compile_single_target = compiling
+
+
 def main(requests_fd: int, answers_fd: int) -> None:
     die_with_parent()
     max_runtime.prepare()
@@ -48,20 +73,17 @@ def main(requests_fd: int, answers_fd: int) -> None:
         sys.stderr.flush()
         answers.write(json.dumps(message) + "\n")
 
-    # CHECK_COLD_CACHE=1 (set by the checker once it knows, or by a test) says so.
-    cold = bool(os.environ.get("CHECK_COLD_CACHE")) or not max_runtime.kernel_cache_is_warm()
-    if cold:
-        os.environ["CHECK_COLD_CACHE"] = "1"
     from tests.checker.engine import load_spec, run_step, time_limit_for
 
-    send({"cold": cold})
+    announce_compiles(send)
+    send({"ready": True})
     with os.fdopen(requests_fd, encoding="utf-8") as requests:
         for line in requests:
             request = json.loads(line)
             step = load_spec(request["step"])
             limit = request.get("limit") or time_limit_for(step)
             checks = [c.name for c in step.checks]
-            send({"title": step.title, "checks": checks, "limit": limit, "runs_max": step.runs_max})
+            send({"title": step.title, "checks": checks, "limit": limit})
             outcomes = run_step(
                 step, Path(request["path"]), lambda name: send({"check": name}), limit
             )

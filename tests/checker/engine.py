@@ -93,9 +93,6 @@ class Step:
     # A fixed limit per check instead of one derived from `typical`: for a step
     # whose check compiles a graph, which takes minutes on a machine's first run.
     seconds: float | None = None
-    # Whether the checks run MAX operations (the notice about MAX's cold kernel
-    # cache is only for those).
-    runs_max: bool = True
 
     @property
     def id(self) -> str:

@@ -37,6 +37,7 @@ from .engine import Outcome
 GRACE_FACTOR = 0.25
 GRACE_FLOOR = 5.0
 STARTUP_LIMIT = 600.0  # importing MAX on a busy machine
+COMPILE_LIMIT = 600.0  # one kernel compiled on a busy machine
 POLL = 0.1  # seconds between looks at the worker's memory
 
 
@@ -86,8 +87,6 @@ class CheckProcess:
 
     def __init__(self, quiet: bool = False) -> None:
         self.quiet = quiet
-        self.cold = False
-        self.runs_max = True  # whether the step run last runs MAX operations
         self._process: subprocess.Popen[bytes] | None = None
         self._buffer = b""
         self.stopped_because = ""  # why the last wait ended early: time, memory or exit
@@ -125,7 +124,6 @@ class CheckProcess:
             raise CheckProcessError(
                 f"the checker's worker process did not start ({describe_exit(code)})."
             )
-        self.cold = bool(hello.get("cold"))
 
     def ensure_started(self) -> None:
         if self._process is None or self._process.poll() is not None:
@@ -205,10 +203,12 @@ class CheckProcess:
         path: Path,
         on_title: Callable[[str], None] | None = None,
         limit: float | None = None,
+        on_compile: Callable[[str], None] | None = None,
     ) -> tuple[str, list[Outcome]]:
         """Run step `number`'s checks on `path` in the worker: (title, outcomes).
         `on_title(title)` is called as soon as the worker has loaded the step;
-        `limit` replaces the step's time limit per check."""
+        `limit` replaces the step's time limit per check; `on_compile(family)`
+        is called when MAX starts compiling a kernel no cache holds."""
         self.ensure_started()
         request = {"step": number, "path": str(path), "limit": limit}
         self._requests.write(json.dumps(request) + "\n")
@@ -216,20 +216,25 @@ class CheckProcess:
         if step is None:
             raise CheckProcessError(f"the checker's worker stopped ({describe_exit(self.stop())}).")
         title, checks, limit = step["title"], step["checks"], step["limit"]
-        self.runs_max = bool(step.get("runs_max", True))
         if on_title:
             on_title(title)
         grace = limit + max(GRACE_FLOOR, GRACE_FACTOR * limit)
         current, since = None, time.monotonic()
         self.durations = {}
+        wait = grace
         while True:
-            message = self._receive(grace, self._over_memory)
+            message = self._receive(wait, self._over_memory)
+            wait = grace
             now = time.monotonic()
             if current is not None:
                 self.durations[current] = now - since
             if message is None:
                 return title, self._stopped(checks, current, now - since)
-            if "check" in message:
+            if "compiling" in message:
+                wait = max(grace, COMPILE_LIMIT)  # MAX compiles; the check's clock waits
+                if on_compile:
+                    on_compile(message["compiling"])
+            elif "check" in message:
                 current, since = message["check"], now
             else:
                 return title, [Outcome(**outcome) for outcome in message["outcomes"]]

@@ -1,6 +1,6 @@
 """Checking a step as the learner sees it: the header, the outcomes, what to do
-next; every step at once with a progress bar; the notice about MAX's cold
-kernel cache.
+next; every step at once with a progress bar; the notice, when MAX compiles a
+kernel for the first time, that the wait is MAX's.
 
 The checks themselves run in a worker process (isolate.py); this module is
 what `python -m tests.check` and the learner's commands (`python -m
@@ -13,9 +13,10 @@ import concurrent.futures
 import os
 import queue
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from common import max_runtime, steps
+from common import steps
 from common.cli import UsageError
 from common.steps import display_path, learn_command
 
@@ -25,30 +26,37 @@ from .isolate import CheckProcess
 
 
 def check_step(
-    number: int, path: Path, *, quiet: bool = False, worker: CheckProcess | None = None
+    number: int,
+    path: Path,
+    *,
+    quiet: bool = False,
+    worker: CheckProcess | None = None,
+    on_compile: Callable[[str], None] | None = None,
 ) -> bool:
     """Check `path` as step `number` in a worker process (a new one unless
     given), printing the outcomes unless quiet. The result on the learner's own
-    file is remembered for `last_result` (the hint command reads it)."""
+    file is remembered for `last_result` (the hint command reads it).
+    `on_compile(family)`: what to do when MAX compiles a kernel no cache holds
+    (unless quiet: say so, once)."""
     path = path.resolve()
     if not path.is_file():
         raise UsageError(f"{display_path(path)} does not exist.")
     if worker is None:
         with CheckProcess(quiet=quiet) as own:
-            return check_step(number, path, quiet=quiet, worker=own)
+            return check_step(number, path, quiet=quiet, worker=own, on_compile=on_compile)
     record = steps.step(number)
     learners_file = path == record.skeleton.resolve()
 
     def header(title: str) -> None:
         if quiet:
             return
-        if worker.cold and worker.runs_max:
-            warn_if_cold(cold=True)
         line = report.bold(f"Step {record.id}: {title}") + report.dim(f"  ({display_path(path)})")
         print(line, flush=True)
 
     started = time.perf_counter()
-    _, outcomes = worker.run_step(number, path, on_title=header)
+    if on_compile is None and not quiet:
+        on_compile = compile_notice
+    _, outcomes = worker.run_step(number, path, on_title=header, on_compile=on_compile)
     if learners_file:
         memo.remember(number, path, outcomes)
     ok = report.passed(outcomes)
@@ -98,7 +106,7 @@ def check_all(solutions: bool, worker: CheckProcess) -> bool:
             return False
         mine = idle.get()
         try:
-            _, outcomes = mine.run_step(number, path)
+            _, outcomes = mine.run_step(number, path, on_compile=compile_notice)
         finally:
             idle.put(mine)
         return report.passed(outcomes)
@@ -125,28 +133,21 @@ def check_all(solutions: bool, worker: CheckProcess) -> bool:
     return not failing
 
 
-_warned_cold = False
+_told_compiling = False
 
 
-def warn_if_cold(cold: bool | None = None, say: bool = True) -> None:
-    """Say so (once, unless `say` is false) when MAX's kernel cache is cold
-    (`cold`, or asked of MAX here)."""
-    global _warned_cold
-    if cold is None:
-        cold = not max_runtime.kernel_cache_is_warm()
-    if not cold:
+def compile_notice(family: str = "") -> None:
+    """Once per command, as MAX starts compiling a kernel no cache holds yet:
+    the wait that follows is MAX's, once per kind of operation."""
+    global _told_compiling
+    if _told_compiling or report.plain():
         return
-    # Compiling can take minutes: a generous per-check time limit meanwhile.
-    os.environ["CHECK_COLD_CACHE"] = "1"
-    if report.plain() or not say or _warned_cold:
-        return
-    _warned_cold = True
+    _told_compiling = True
     print(
         report.dim(
-            "MAX has not compiled its kernels on this machine yet: the first check compiles "
-            "each kind of operation it meets (up to a few minutes in all). Run `pixi run warm` "
-            "(pip: `max warm-interpreter-cache`) once to compile everything up front, about "
-            "5 minutes. Later checks take seconds."
+            "MAX is compiling a kernel this check needs, for the first time on this machine "
+            "(tens of seconds, once per kind of operation; later checks reuse it). "
+            "`pixi run warm` (pip: `max warm-interpreter-cache`) compiles them all up front."
         ),
         flush=True,
     )

@@ -1,5 +1,5 @@
-"""`doctor`: is this machine ready for the tutorial? And `warm`, the fix for
-its most common finding, a cold MAX kernel cache.
+"""`doctor`: is this machine ready for the tutorial? And `warm`, which
+compiles MAX's kernels up front instead of as the checks first need them.
 
 Nothing here imports NumPy or MAX: doctor must say they are missing, not crash.
 """
@@ -96,11 +96,17 @@ def kernel_cache_finding() -> Finding:
     if installed("max") is None:
         return Finding("note", "MAX kernel cache: unknown until MAX is installed.")
     if max_runtime.kernel_cache_is_warm():
-        return Finding("ok", "MAX kernel cache: warm (checks take seconds)")
+        return Finding(
+            "ok", "MAX kernel cache: warmed up (every kernel compiled; checks take seconds)"
+        )
+    # Not a problem: each kernel compiles the first time a check needs it, and
+    # that check says so while it waits; later checks reuse it.
     return Finding(
-        "problem",
-        "MAX kernel cache: cold (the first checks compile kernels, tens of seconds each).",
-        "Run `pixi run warm` (pip: `max warm-interpreter-cache`) once: a few minutes, fewer with more cores.",
+        "note",
+        "MAX kernel cache: not warmed up. A check that meets a kind of operation for the "
+        "first time compiles its kernel (tens of seconds, once) and says so.",
+        "To compile them all up front: `pixi run warm` (pip: `max warm-interpreter-cache`), "
+        "a few minutes, fewer with more cores.",
     )
 
 
@@ -203,7 +209,10 @@ def cmd_warm(args: argparse.Namespace) -> int:
         print("MAX's kernel cache is already warm: nothing to do.")
         return 0
     if args.check:
-        print(f"MAX's kernel cache is cold: {learn_command('warm')} compiles it (about 5 minutes).")
+        print(
+            "MAX's kernels are not warmed up: "
+            f"{learn_command('warm')} compiles them all (a few minutes)."
+        )
         return 1
     print(
         "Compiling MAX's kernels once (`max warm-interpreter-cache`), so that later checks "

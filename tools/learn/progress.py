@@ -40,10 +40,9 @@ def transient(message: str = "") -> None:
 
 @functools.cache
 def prepare_max() -> None:
-    """Before the first in-process check: MAX's set-up and the cold-cache note."""
+    """Before the first in-process check: MAX's set-up."""
     transient()
     max_runtime.prepare()
-    checker().warn_if_cold()
 
 
 class _Capture(io.StringIO):
@@ -79,7 +78,11 @@ def passes(number: int) -> bool:
     check = checker()
     path = steps.step(number).skeleton
     try:
-        ok, _ = captured(lambda: check.check_step(number, path, quiet=True, worker=shared_worker()))
+        ok, _ = captured(
+            lambda: check.check_step(
+                number, path, quiet=True, worker=shared_worker(), on_compile=compiling(number)
+            )
+        )
     except SystemExit:  # the learner's file called sys.exit()
         return False
     return ok
@@ -109,6 +112,14 @@ def checked_state(number: int) -> str:
 
 def first_unfinished() -> int | None:
     return next((n for n in steps.numbers() if checked_state(n) != DONE), None)
+
+
+def compiling(number: int) -> Callable[[str], None]:
+    """What a quiet check shows while MAX compiles a kernel for it."""
+    return lambda family: transient(
+        f"checking step {number:02d}… (MAX compiles a kernel it meets for the first time: "
+        "tens of seconds, once)"
+    )
 
 
 # -- status ------------------------------------------------------------------
