@@ -27,22 +27,22 @@ def sample_next_token(
     rng: np.random.Generator,
 ) -> int:
     """Draw one token id from a [vocab_size] vector of logits."""
-    # TODO: scale the logits by the temperature (float64 avoids overflow).
+    # TODO: the logits divided by the temperature, in float64 (exp overflows
+    #   sooner in float32): [vocab_size] in, [vocab_size] out.
     logits = None
     # END TODO
     if top_k is not None and top_k < logits.size:
-        # TODO: give every logit strictly below the k-th largest -inf (the k-th
-        #   largest itself stays: top-k keeps k tokens, not k-1).
-        #   Hint: np.partition(a, kth) puts the value that belongs at index kth
-        #   of the sorted array there; a negative kth counts from the end.
-        #   np.where(condition, -np.inf, a) masks.
+        # TODO: the k-th largest logit, found without sorting the whole vector,
+        #   and the logits with every one strictly below it set to -inf (the
+        #   k-th largest itself stays: top-k keeps k tokens, not k-1). The
+        #   page's "The details that matter" has the NumPy operations.
         kth_largest = None
         logits = None
         # END TODO
-    # TODO: softmax (subtract the max first: exp of large numbers overflows;
-    #   then divide by the sum), and draw one id with those probabilities.
-    #   Hint: rng.choice(n, p=probs) draws from 0..n-1 (p= wants probabilities,
-    #   not logits); return it as a Python int.
+    # TODO: the softmax of the logits (exp after subtracting the largest, so
+    #   nothing overflows, then divided by the sum): [vocab_size] probabilities.
+    #   Then one id drawn with those probabilities from `rng`, the generator
+    #   the caller seeded, returned as a Python int.
     probs = None
     return None
     # END TODO
@@ -50,11 +50,10 @@ def sample_next_token(
 
 def next_token_logits(model, token_ids: Sequence[int]) -> np.ndarray:
     """Run the model on one sequence; return the last position's logits."""
-    # TODO: a [1, seq] int64 Tensor of the ids (a batch of one), the model's
+    # TODO: the ids as a [1, seq] int64 Tensor (a batch of one), the model's
     #   logits for it ([1, seq, vocab_size]), and the last position's row as a
-    #   NumPy array ([vocab_size]).
-    #   Hint: Tensor(array) wraps a NumPy array; .to_numpy() copies a Tensor
-    #   out. Index the NumPy array, not the Tensor (one op fewer per token).
+    #   NumPy array ([vocab_size]). Index a NumPy copy, not the Tensor: one
+    #   eager op fewer per token (the page's "The generation loop").
     input_ids = None
     logits = None  # [1, seq, vocab_size]
     return None
@@ -79,8 +78,9 @@ def generate_tokens(
         # The position table has context_length rows: beyond that, the model
         # sees only the most recent tokens.
         # TODO: logits for exactly the last context_length tokens (no more, no
-        #   fewer); then either sample (do_sample) or take the argmax of that
-        #   [vocab_size] row (greedy); append the id and yield it.
+        #   fewer); then either sample (do_sample), with this function's
+        #   temperature, top_k and rng, or take the most likely id of that
+        #   [vocab_size] row (greedy), as a Python int; append it and yield it.
         logits = None
         if do_sample:
             next_id = None
