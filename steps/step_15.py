@@ -63,27 +63,35 @@ def to_max_layout(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     weights transposed, float32, lm_head tied to wte when it is absent."""
     state = {}
     for name, array in tensors.items():
-        # TODO: skip (`continue`) the buffers that are not parameters: names
-        #   ending in one of NOT_PARAMETERS. Give every other name that starts
-        #   with neither "transformer." nor "lm_head." the "transformer." prefix
-        #   (the hub's gpt2 stores "wte.weight"; the model's is "transformer.wte.weight").
-        #   Hint: str.endswith and str.startswith accept a tuple of strings.
-        name = None
+        # TODO: leave out the buffers that are not parameters: the names that
+        #   end in one of NOT_PARAMETERS, dot included (c_attn.bias is a
+        #   parameter). Give every other name that starts with neither
+        #   "transformer." nor "lm_head." the "transformer." prefix (the hub's
+        #   gpt2 stores "wte.weight"; the model's is "transformer.wte.weight").
+        is_buffer = None
+        if is_buffer:
+            continue
+        lacks_prefix = None
+        if lacks_prefix:
+            name = None
         # END TODO
-        # TODO: make the array float32, and transpose the weights of the Conv1D
-        #   layers ([in, out] -> [out, in]); everything else keeps its layout.
-        #   Hint: a Conv1D weight's name ends in ".weight" and contains
-        #   f".{layer}." for a layer of CONV1D_LAYERS. A transpose (.T) is a view
-        #   in another order, and MAX copies only contiguous arrays:
-        #   np.ascontiguousarray makes the copy.
+        # TODO: every array as float32 (checkpoints come in float16 too). The
+        #   weights (not the biases) of the CONV1D_LAYERS are [in, out]: make
+        #   them [out, in], as a C-contiguous copy (MAX copies only contiguous
+        #   arrays, and a transpose is a view). Everything else keeps its layout.
         array = None
+        is_conv1d_weight = None
+        if is_conv1d_weight:
+            array = None
         # END TODO
         state[name] = array
-    # TODO: tie the head. GPT-2 stores the tied matrix once, as wte.weight:
-    #   when the checkpoint has no lm_head.weight (and has the table), use
-    #   transformer.wte.weight for it. A head the checkpoint stores is its own:
-    #   keep it.
-    state["lm_head.weight"] = None
+    # TODO: tie the head. GPT-2 stores the tied matrix once, as wte.weight. A
+    #   head the checkpoint stores is its own, and without the table there is
+    #   nothing to tie (check_against then names it missing): tie only when
+    #   the state lacks lm_head.weight and has transformer.wte.weight.
+    ties = None
+    if ties:
+        state["lm_head.weight"] = None
     # END TODO
     return state
 
@@ -92,17 +100,26 @@ def check_against(state: dict[str, np.ndarray], expected: dict[str, tuple[int, .
     """Raise CheckpointError naming the first tensor that is missing, extra, or
     of the wrong shape."""
     for name, shape in expected.items():
-        # TODO: raise CheckpointError when the state has no tensor `name`, and
-        #   when the shape it has there is not `shape`. Name the tensor in the
-        #   message (and give both shapes): whoever reads it must know what to fix.
-        #   Hint: test `name not in state` before reading state[name]; compare
-        #   the shapes as tuples.
-        found = None
+        # TODO: refuse a state without a tensor `name` (test that before reading
+        #   state[name]: a KeyError says nothing about the checkpoint), and a
+        #   tensor whose shape is not `shape` (compare both as tuples). Each
+        #   message names the tensor; for a wrong shape it gives both shapes,
+        #   the checkpoint's and the model's: whoever reads it must know what to fix.
+        missing = None
+        if missing:
+            message = None
+            raise CheckpointError(message)
+        wrong_shape = None
+        if wrong_shape:
+            message = None
+            raise CheckpointError(message)
         # END TODO
-    # TODO: a tensor the model does not have is a mistake too: raise
-    #   CheckpointError naming it (the first in sorted order if there are several).
-    #   Hint: set(state) - set(expected) are the extra names.
+    # TODO: a tensor the model does not have is a mistake too: refuse it with a
+    #   message naming it (the first in sorted order if there are several).
     extra = None
+    if extra:
+        message = None
+        raise CheckpointError(message)
     # END TODO
 
 

@@ -53,7 +53,7 @@ STEP = Step(
             accepts_a_fit_and_names_a_missing_tensor,
         ),
         Check(
-            "check_against names a tensor of the wrong shape",
+            "check_against names a tensor of the wrong shape, with both shapes",
             names_a_tensor_of_the_wrong_shape,
         ),
         Check("check_against names an extra tensor", names_an_extra_tensor),

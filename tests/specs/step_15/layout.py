@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -118,7 +119,7 @@ def checkpoint_error(ctx: Context, what: str, run: Callable[[], object], hint: s
 
 def expect_rejected(
     ctx: Context, state: dict[str, np.ndarray], what: str, bad: list[str], hint: str
-) -> None:
+) -> str:
     fn = ctx.get("check_against")
     message = checkpoint_error(
         ctx, "check_against(state, expected)", lambda: fn(state, dict(SHAPES)), hint
@@ -130,6 +131,33 @@ def expect_rejected(
             f"for {what}, check_against raised CheckpointError({message!r}), which does "
             f"not name {bad[0]}.",
             "Put the tensor's name in the message: that is what the reader must fix.",
+        )
+    return message
+
+
+# A shape as a message may write it: [64, 256], (64, 256), 64x256, 64 × 256.
+SHAPE_IN_TEXT = re.compile(r"\d+(?:\s*(?:,|x|×)\s*\d+)+")
+
+
+def shapes_in(message: str) -> set[tuple[int, ...]]:
+    return {tuple(int(d) for d in re.findall(r"\d+", m)) for m in SHAPE_IN_TEXT.findall(message)}
+
+
+def expect_both_shapes(message: str, what: str, found: tuple, wanted: tuple) -> None:
+    """The message of a shape mismatch gives the checkpoint's shape and the model's."""
+    given = shapes_in(message)
+    left_out = [
+        f"the shape {whose} ({list(shape)})"
+        for whose, shape in (("the checkpoint has", found), ("the model expects", wanted))
+        if tuple(shape) not in given
+    ]
+    if left_out:
+        raise Fail(
+            f"for {what}, check_against raised CheckpointError({message!r}), which names the "
+            f"tensor but leaves out {' and '.join(left_out)}.",
+            "Give both shapes in the message, the one the checkpoint has and the one the "
+            "model expects: with only the name, the reader cannot tell a transposed weight "
+            "from a checkpoint of another size.",
         )
 
 
@@ -329,15 +357,17 @@ def accepts_a_fit_and_names_a_missing_tensor(ctx: Context) -> None:
 def names_a_tensor_of_the_wrong_shape(ctx: Context) -> None:
     w = weights(ctx)
     bad = "transformer.h.0.mlp.c_fc.weight"
-    expect_rejected(
+    what = f"{bad} of shape {list(w[bad].T.shape)} where the model wants {list(w[bad].shape)}"
+    message = expect_rejected(
         ctx,
         {**w, bad: np.ascontiguousarray(w[bad].T)},
-        f"{bad} of shape {list(w[bad].T.shape)} where the model wants {list(w[bad].shape)}",
+        what,
         [bad],
         "Compare the state's shape with the expected one, both as tuples (a list never "
         "equals a tuple; the same number of entries in another arrangement is another "
         "shape), and raise CheckpointError naming the tensor, with both shapes.",
     )
+    expect_both_shapes(message, what, w[bad].T.shape, w[bad].shape)
 
 
 def names_an_extra_tensor(ctx: Context) -> None:

@@ -94,6 +94,19 @@ MISTAKES = [
         "does not name",
     ),
     m(
+        "shape message without the shapes",
+        'f"tensor {name} has shape {list(found)} in the checkpoint, but the "\n'
+        '                f"model (from config.json) expects {list(shape)}."',
+        'f"tensor {name} has the wrong shape."',
+        "leaves out the shape the checkpoint has ([64, 256]) and the shape the model expects",
+    ),
+    m(
+        "shape message without the checkpoint's shape",
+        "has shape {list(found)} in the checkpoint, but the",
+        "does not fit: the",
+        "leaves out the shape the checkpoint has",
+    ),
+    m(
         "own head replaced by wte",
         '"lm_head.weight" not in state and "transformer.wte.weight" in state',
         '"transformer.wte.weight" in state',
