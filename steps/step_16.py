@@ -15,11 +15,12 @@ from solutions.solution_13 import MaxGPT2LMHeadModel
 
 def compile_model(model: MaxGPT2LMHeadModel):
     """Compile `model` for int64 token ids of any batch size and length."""
-    # TODO: describe the input: int64 token ids of shape [batch, seq] on the
-    #   model's device. Strings make a dimension symbolic (any size).
-    #   Hint: TensorType(dtype, shape, device=model.device)
+    # TODO: the type of forward's one argument: int64 token ids of shape
+    #   [batch, seq], any batch size and any length, on the model's device
+    #   (the page's "Symbolic dimensions", and "MAX operations" for the type).
     input_type = None
     # END TODO
-    # TODO: compile the model for that input type and return the callable.
+    # TODO: the model compiled for that input type: return the callable the
+    #   compile gives back (calling it runs the whole graph at once).
     return None
     # END TODO
