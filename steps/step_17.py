@@ -32,11 +32,10 @@ class CachedAttention(GPT2MultiHeadAttention):
         query, key, value = F.split(self.c_attn(hidden_states), [self.embed_dim] * 3, axis=-1)
         query = self._split_heads(query, self.num_heads, self.head_dim)
         # The cache grows along the sequence axis: [batch, heads, past + seq, head_dim].
-        # TODO: split the new key and value into heads and append each to its
-        #   cache along the sequence axis.
-        #   Hint: F.concat(tensors, axis) joins a list of tensors along one axis;
-        #   the sequence axis of [batch, heads, seq, head_dim] is 2, and the cache
-        #   keeps the positions in order.
+        # TODO: the new key and value in heads, [batch, heads, seq, head_dim],
+        #   each appended to its cache along the sequence axis, the cached
+        #   positions first: [batch, heads, past + seq, head_dim] (the page's
+        #   "Appending to the cache").
         key = None
         value = None
         # END TODO
@@ -48,10 +47,10 @@ class CachedAttention(GPT2MultiHeadAttention):
         # num_cached + i and sees the cache and the new tokens up to itself:
         # step 02's num_tokens argument.
         if seq_length != 1:
-            # TODO: add step 02's causal mask, offset by the cached tokens.
-            #   Hint: step 02's causal_mask(sequence_length, num_tokens, dtype=...,
-            #   device=...) is [sequence_length, num_tokens + sequence_length];
-            #   num_tokens (an int) counts the tokens before the new ones.
+            # TODO: the scores plus step 02's causal mask for seq_length new
+            #   tokens after num_cached cached ones: [seq, past + seq], like the
+            #   scores' last two axes, in their dtype and on their device (the
+            #   page's "The mask, offset by the cache").
             scores = None
             # END TODO
         weights = F.softmax(scores, axis=-1)
@@ -89,8 +88,8 @@ class CachedGPT2LMHeadModel(MaxGPT2LMHeadModel):
         transformer = self.transformer
         num_cached = past_keys.shape[3]
         # Positions continue after the cached tokens.
-        # TODO: the positions of the new tokens: num_cached, num_cached + 1, ...
-        #   Hint: Tensor.arange(start, stop, dtype=DType.int64, device=input_ids.device)
+        # TODO: the positions of the new tokens, num_cached, num_cached + 1, ...:
+        #   one per new token, [seq], int64, on the ids' device.
         positions = None
         # END TODO
         hidden_states = transformer.wte(input_ids) + transformer.wpe(positions)
@@ -103,7 +102,9 @@ class CachedGPT2LMHeadModel(MaxGPT2LMHeadModel):
             keys.append(key)
             values.append(value)
         logits = self.lm_head(transformer.ln_f(hidden_states))
-        # TODO: return the logits and the caches, stacked over layers (axis 0).
+        # TODO: return the logits and the two grown caches, each layer's
+        #   [batch, heads, past + seq, head_dim] stacked into
+        #   [n_layer, batch, heads, past + seq, head_dim].
         return None
         # END TODO
 
