@@ -20,7 +20,7 @@ from common import steps
 from common.cli import UsageError
 from common.steps import display_path, learn_command
 
-from . import memo, report
+from . import memo, prewarm, report
 from .engine import Outcome
 from .isolate import CheckProcess
 
@@ -59,6 +59,7 @@ def check_step(
     _, outcomes = worker.run_step(number, path, on_title=header, on_compile=on_compile)
     if learners_file:
         memo.remember(number, path, outcomes)
+        prewarm.start(number)  # this step's and the next one's kernels, while the learner reads
     ok = report.passed(outcomes)
     if not quiet:
         print_verdict(number, path, outcomes, time.perf_counter() - started, learners_file)

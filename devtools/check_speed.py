@@ -1,0 +1,123 @@
+"""How long a learner waits for the checker: `python -m devtools.check_speed`.
+
+Two measurements, printed as tables:
+
+1. Each step's first check on a new machine: MAX's caches empty (a fresh
+   XDG_CACHE_HOME, no `max warm-interpreter-cache`), the steps checked in
+   order as a learner meets them (step 04 reuses what 02 and 03 compiled), each
+   in a new checker process, on the reference solution. Beside each time: the
+   kinds of MAX kernel that check had to compile (the checker's worker
+   announces every compile; see tests/checker/child.py).
+2. `python -m tests.check all --solutions` warm: run once to fill the caches,
+   then timed `--repeats` times; median and range.
+
+    python -m devtools.check_speed                 both, every step
+    python -m devtools.check_speed --steps 02 04   the first checks of these steps only
+    python -m devtools.check_speed --warm-only     only `check all`, with this machine's caches
+
+The machine's name and core count head the output: these times are only worth
+comparing on one machine.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+from common import max_runtime, steps
+from common.cli import ArgumentParser, exit_status
+from common.steps import REPO
+
+
+def machine() -> str:
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def first_checks(numbers: list[int]) -> list[tuple[int, float, bool, Counter]]:
+    """(step, seconds, passed, kernels compiled by kind) for each step's first
+    check, in a fresh checker process each, sharing one new empty cache."""
+    from tests.checker import CheckProcess, report
+
+    results = []
+    for number in numbers:
+        compiled: Counter = Counter()
+        started = time.perf_counter()
+        with CheckProcess(quiet=True) as worker:
+            _, outcomes = worker.run_step(
+                number,
+                steps.step(number).solution,
+                on_compile=lambda kind, seen=compiled: seen.update([kind]),
+            )
+        seconds = time.perf_counter() - started
+        results.append((number, seconds, report.passed(outcomes), compiled))
+        kinds = ", ".join(f"{kind} x{n}" for kind, n in compiled.most_common()) or "none"
+        print(f"  step {number:02d}: {seconds:6.1f} s  compiled: {kinds}", flush=True)
+    return results
+
+
+def check_all_seconds(repeats: int) -> list[float]:
+    command = [sys.executable, "-m", "tests.check", "all", "--solutions"]
+    env = max_runtime.child_env()
+    subprocess.run(command, cwd=REPO, env=env, capture_output=True)  # fills the caches
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+        times.append(time.perf_counter() - started)
+        if result.returncode != 0:
+            print(result.stdout[-2000:], file=sys.stderr)
+    return times
+
+
+def print_first_checks(results: list[tuple[int, float, bool, Counter]]) -> None:
+    print("\n| step | first check, empty caches (s) | passed | MAX kernels compiled |")
+    print("|---|---|---|---|")
+    for number, seconds, passed, compiled in results:
+        kinds = ", ".join(f"{kind} x{n}" for kind, n in compiled.most_common()) or "none"
+        print(f"| {number:02d} | {seconds:.1f} | {'yes' if passed else 'NO'} | {kinds} |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = ArgumentParser(prog="python -m devtools.check_speed", description=__doc__)
+    parser.add_argument("--steps", nargs="*", help="the steps whose first check to time")
+    parser.add_argument("--warm-only", action="store_true", help="only time `check all` warm")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs of `check all`")
+
+    def run() -> int:
+        args = parser.parse_args(argv)
+        numbers = [steps.parse_step(s) for s in args.steps] if args.steps else steps.numbers()
+        print(f"Machine: {machine()}", flush=True)
+        with tempfile.TemporaryDirectory(prefix="check-speed-") as empty:
+            if not args.warm_only:
+                # MAX keeps its compiled kernels and graphs under XDG_CACHE_HOME;
+                # the worker processes inherit this environment.
+                os.environ["XDG_CACHE_HOME"] = empty
+                print("First checks, empty caches, in step order:", flush=True)
+                print_first_checks(first_checks(numbers))
+            times = check_all_seconds(args.repeats)
+        print(
+            f"\n`check all --solutions`, caches filled: median {statistics.median(times):.1f} s "
+            f"(min {min(times):.1f}, max {max(times):.1f}, {len(times)} runs)"
+        )
+        return 0
+
+    return exit_status(run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""Compiling a step's MAX kernels in the background, while the learner reads.
+
+On a machine where `max warm-interpreter-cache` never ran, MAX compiles each
+kind of eager operation the first time a check meets it: tens of seconds
+each, and a step's first check can meet several. A learner checks a step long
+before its code is ready (the untouched skeleton fails at once) and reads its
+page for minutes after the previous step passes. So each check of step N
+starts, once per machine and step, a background process at the lowest CPU
+priority that checks the reference solutions of steps N and N+1 quietly: by
+the time the learner's own code first runs, MAX finds the kernels it needs in
+its cache.
+
+    python -m tests.checker.prewarm 3 4     what the background process runs
+
+CHECK_PREWARM=0 turns it off (the test suite does, tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from common import max_runtime, steps
+from common.steps import REPO
+
+from . import report
+
+STAMPS = REPO / ".check_prewarm.json"  # steps already compiled, per MAX cache
+LOCK = REPO / ".check_prewarm.lock"
+
+
+def cache_key() -> str:
+    """Which MAX cache the stamps vouch for: its folder and MAX's version."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    try:
+        version = importlib.metadata.version("max")
+    except importlib.metadata.PackageNotFoundError:
+        version = "?"
+    return f"{base}|max {version}"
+
+
+def warmed() -> set[int]:
+    try:
+        stored = json.loads(STAMPS.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    numbers = stored.get(cache_key(), []) if isinstance(stored, dict) else []
+    return {n for n in numbers if isinstance(n, int)}
+
+
+def mark_warmed(number: int) -> None:
+    try:
+        stored = json.loads(STAMPS.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        stored = {}
+    stored = stored if isinstance(stored, dict) else {}
+    key = cache_key()
+    stored[key] = sorted(set(stored.get(key, [])) | {number})
+    try:
+        STAMPS.write_text(json.dumps(stored, indent=1) + "\n", encoding="utf-8")
+    except OSError:  # a read-only checkout: it warms again next time, harmlessly
+        pass
+
+
+def enabled() -> bool:
+    return os.environ.get("CHECK_PREWARM", "1") != "0" and not report.plain()
+
+
+def start(number: int) -> bool:
+    """Warm steps `number` and the next in a background process, unless they
+    are warm already; whether one was started."""
+    wanted = [n for n in (number, number + 1) if n in steps.numbers()]
+    todo = [n for n in wanted if n not in warmed()]
+    if not todo or not enabled():
+        return False
+    try:
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.checker.prewarm", *map(str, todo)],
+            cwd=REPO,
+            env=max_runtime.child_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # outlives the check, away from the terminal's Ctrl-C
+        )
+    except OSError:
+        return False
+    return True
+
+
+def warm(numbers: list[int]) -> None:
+    """Check each step's solution here, quietly, and stamp the ones that pass.
+    One warming process at a time: a second one leaves at once."""
+    os.nice(19)  # the learner's own checks come first
+    with open(LOCK, "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return
+        max_runtime.prepare()
+        from .engine import load_spec, run_step
+
+        if max_runtime.kernel_cache_is_warm():  # `max warm-interpreter-cache` compiled them all
+            for number in numbers:
+                mark_warmed(number)
+            return
+        for number in numbers:
+            if number in warmed():
+                continue
+            outcomes = run_step(load_spec(number), steps.step(number).solution)
+            if report.passed(outcomes):
+                mark_warmed(number)
+
+
+if __name__ == "__main__":
+    warm([int(arg) for arg in sys.argv[1:]])
