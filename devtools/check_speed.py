@@ -7,12 +7,16 @@ Two measurements, printed as tables:
    order as a learner meets them (step 04 reuses what 02 and 03 compiled), each
    in a new checker process, on the reference solution. Beside each time: the
    kinds of MAX kernel that check had to compile (the checker's worker
-   announces every compile; see tests/checker/child.py).
+   announces every compile; see tests/checker/child.py). With `--reading S`,
+   as a learner with the background warming (tests/checker/prewarm.py): each
+   step's skeleton is checked first, which starts warming the step, and its
+   first real check comes S seconds later.
 2. `python -m tests.check all --solutions` warm: run once to fill the caches,
    then timed `--repeats` times; median and range.
 
     python -m devtools.check_speed                 both, every step
     python -m devtools.check_speed --steps 02 04   the first checks of these steps only
+    python -m devtools.check_speed --reading 120   ... 2 minutes after the skeleton's check
     python -m devtools.check_speed --warm-only     only `check all`, with this machine's caches
 
 The machine's name and core count head the output: these times are only worth
@@ -48,13 +52,18 @@ def machine() -> str:
     return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
-def first_checks(numbers: list[int]) -> list[tuple[int, float, bool, Counter]]:
+def first_checks(numbers: list[int], reading: float) -> list[tuple[int, float, bool, Counter]]:
     """(step, seconds, passed, kernels compiled by kind) for each step's first
-    check, in a fresh checker process each, sharing one new empty cache."""
-    from tests.checker import CheckProcess, report
+    check, in a fresh checker process each, sharing one new empty cache;
+    `reading` seconds after the background warming of the step began, if any."""
+    from tests.checker import CheckProcess, prewarm, report
 
     results = []
     for number in numbers:
+        if reading:
+            os.environ["CHECK_PREWARM"] = "1"
+            prewarm.start(number)  # as the check of the untouched skeleton does
+            time.sleep(reading)
         compiled: Counter = Counter()
         started = time.perf_counter()
         with CheckProcess(quiet=True) as worker:
@@ -97,6 +106,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", nargs="*", help="the steps whose first check to time")
     parser.add_argument("--warm-only", action="store_true", help="only time `check all` warm")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of `check all`")
+    parser.add_argument(
+        "--reading",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="seconds between the background warming's start and each first check",
+    )
 
     def run() -> int:
         args = parser.parse_args(argv)
@@ -108,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
                 # the worker processes inherit this environment.
                 os.environ["XDG_CACHE_HOME"] = empty
                 print("First checks, empty caches, in step order:", flush=True)
-                print_first_checks(first_checks(numbers))
+                print_first_checks(first_checks(numbers, args.reading))
             times = check_all_seconds(args.repeats)
         print(
             f"\n`check all --solutions`, caches filled: median {statistics.median(times):.1f} s "
