@@ -46,8 +46,8 @@ class CacheShape:
 def cache_shape(config: GPT2Config) -> CacheShape:
     # GPT-2 is plain multi-head attention: every query head has its own key
     # and value head (no grouped-query sharing).
-    # TODO: how many layers, key/value heads and values per head GPT-2 caches.
-    #   Hint: CacheShape(num_layers=..., n_kv_heads=..., head_dim=...) from config.
+    # TODO: how many layers, key/value heads and numbers per head GPT-2
+    #   caches, as ints read from the config, in a CacheShape (the class above).
     return None
     # END TODO
 
@@ -68,11 +68,12 @@ def ragged_positions(input_row_offsets: Tensor, cache_lengths: Tensor, num_token
     belongs = F.cast(token_index >= starts, DType.int64) * F.cast(token_index < ends, DType.int64)
     # MAX cannot prove the cache has one length per request: say so.
     cache_lengths = F.rebind(F.cast(cache_lengths, DType.int64), starts.shape)
-    # TODO: each request's shift (what to add to a token's index in the batch
-    #   to get its position), then every token's index plus its request's shift.
-    #   Hint: belongs has a single 1 per row, in the token's request's column, so
-    #   summing belongs times the shifts over the request axis picks each
-    #   token's shift. F.sum keeps the summed axis: flatten to [total_tokens].
+    # TODO: each request's shift, [batch]: what to add to a token's index in
+    #   the batch to get its position. Then every token's index plus its own
+    #   request's shift, which belongs ([total_tokens, batch], a single 1 per
+    #   row) picks out. Mind the shapes: token_index is a [total_tokens, 1]
+    #   column here, a sum over an axis keeps that axis, and the positions are
+    #   [total_tokens] (the page's "Positions in a ragged batch").
     shift = None
     return None
     # END TODO
@@ -83,8 +84,9 @@ def ragged_positions(input_row_offsets: Tensor, cache_lengths: Tensor, num_token
 
 def last_token_rows(hidden_states: Tensor, input_row_offsets: Tensor) -> Tensor:
     """Each request's last row: only its next token is sampled. [batch, n_embd]."""
-    # TODO: the row index of each request's last token, then gather those rows.
-    #   Hint: request b ends just before input_row_offsets[b + 1]; F.gather(..., axis=0).
+    # TODO: the row index of each request's last token, [batch] int64 (request b
+    #   ends just before input_row_offsets[b + 1]), then those rows of
+    #   hidden_states.
     last = None
     return None
     # END TODO
@@ -100,14 +102,11 @@ class PagedAttention(GPT2MultiHeadAttention):
         heads = [-1, self.num_heads, self.head_dim]  # [total_tokens, heads, head_dim]
         # Write the new keys and values into each request's pages, after its
         # cached tokens; the attention kernel then reads them from there.
-        # TODO: store the keys and the values (in heads), then run
-        #   paged_attention on the query (in heads) with GPT-2's causal mask
-        #   and 1/sqrt(head_dim) scale.
-        #   Hint: store_keys and store_values take (kv_collection, x,
-        #   input_row_offsets, layer_idx), x in [total_tokens, heads, head_dim]
-        #   (the `heads` shape above). paged_attention takes kv_params, then the
-        #   keywords input (the query), input_row_offsets, kv_collection,
-        #   layer_idx, mask_variant (an MHAMaskVariant) and scale.
+        # TODO: store the new keys and values in the cache, then attend over
+        #   it with the query, with GPT-2's causal mask and 1/sqrt(head_dim)
+        #   scale. The kernels take [total_tokens, heads, head_dim] (the `heads`
+        #   shape above); the page's "Attention with a paged cache" gives each
+        #   kernel's arguments.
         attn_output = None
         # END TODO
         return self.c_proj(attn_output.reshape([-1, self.embed_dim]))
@@ -148,8 +147,8 @@ class PagedGPT2LMHeadModel(MaxGPT2LMHeadModel):
         for index, block in enumerate(transformer.h):
             # Each layer has its own keys and values in the cache; the
             # kernels read which one on the host.
-            # TODO: this block's layer index as a uint32 constant on the CPU.
-            #   Hint: F.constant(value, DType.uint32, device=CPU())
+            # TODO: this block's layer index, a uint32 scalar constant on the
+            #   CPU, where the kernels read it.
             layer_idx = None
             # END TODO
             hidden_states = block(

@@ -2,134 +2,22 @@
 positions, paged attention), in seconds and without a server.
 
 MAX's paged-cache kernels need the server's page tables; here the learner's
-module gets stand-ins with the same signatures that keep each request's keys
-and values in NumPy and attend exactly as MAX's kernels do (causal, per
-request, after the request's cached tokens). tests/test_serve.py runs the same
-code with MAX's real kernels behind `max serve`.
+module gets stand-ins with the same signatures (paged_cache.py) that keep each
+request's keys and values in NumPy and attend exactly as MAX's kernels do.
+tests/test_serve.py runs the same code with MAX's real kernels behind
+`max serve`.
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
 from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor, to_numpy
 from tests.checker.compare import close
-from tests.specs.model_parts import lm_shapes, small_config, tied_lm_weights
+from tests.specs.model_parts import linear_shapes, lm_shapes, small_config, tied_lm_weights
 
-CONFIG = small_config(n_layer=2, n_positions=32)
-L, H, E = CONFIG.n_layer, CONFIG.n_head, CONFIG.n_embd
-D = E // H
-KV_PARAMS = object()  # what MAX would pass: the learner hands it on untouched
-# MAX's server passes row offsets and cache lengths as uint32. The eager
-# interpreter the checker runs on has no precompiled uint32 kernels (each
-# would compile on first use), so the checker passes int64: the learner's
-# casts to int64 are then no-ops, and the same code runs under both.
-INDEX = np.int64
-
-
-class FakePagedCache:
-    """Each request's keys and values per layer, grown the way MAX's paged
-    cache grows: `store_*` writes the new rows after the request's cached
-    ones, `attention` reads the request's cache up to each query."""
-
-    def __init__(self) -> None:
-        self.keys: dict[tuple[int, int], np.ndarray] = {}  # (layer, request) -> [len, H, D]
-        self.values: dict[tuple[int, int], np.ndarray] = {}
-        self.cache_lengths = np.zeros(0, INDEX)
-
-    def begin(self, cache_lengths: list[int]) -> None:
-        """A new batch: cache_lengths[b] of request b's tokens are cached."""
-        self.cache_lengths = np.asarray(cache_lengths, INDEX)
-        self.stored = {"keys": set(), "values": set()}
-
-    def _rows(self, what: str, x, offsets, layer_idx, store: dict) -> None:
-        array = to_numpy(x, f"the {what} given to store_{what}")
-        if array.ndim != 3 or array.shape[1:] != (H, D):
-            raise Fail(
-                f"store_{what} got {what} of shape {list(array.shape)}; the paged cache "
-                f"holds [total_tokens, heads, head_dim] = [n, {H}, {D}].",
-                f"Reshape the {what} to [-1, num_heads, head_dim] before storing them.",
-            )
-        layer = self._layer(layer_idx)
-        offsets = to_numpy(offsets, "input_row_offsets").astype(int)
-        for request, length in enumerate(self.cache_lengths):
-            new = array[offsets[request] : offsets[request + 1]]
-            old = store.get((layer, request), np.zeros((0, H, D), np.float32))[:length]
-            store[(layer, request)] = np.concatenate([old, new])
-        self.stored[what].add(layer)
-
-    def _layer(self, layer_idx) -> int:
-        layer = int(to_numpy(layer_idx, "layer_idx").reshape(-1)[0])
-        if not 0 <= layer < L:
-            raise Fail(
-                f"layer_idx {layer} is not a layer of a {L}-layer model.",
-                "Block i's layer_idx is its index in transformer.h, counted from 0.",
-            )
-        return layer
-
-    def store_keys(self, kv_collection, x_k, input_row_offsets, layer_idx) -> None:
-        self._check_cache(kv_collection)
-        self._rows("keys", x_k, input_row_offsets, layer_idx, self.keys)
-
-    def store_values(self, kv_collection, x_v, input_row_offsets, layer_idx) -> None:
-        self._check_cache(kv_collection)
-        self._rows("values", x_v, input_row_offsets, layer_idx, self.values)
-
-    def _check_cache(self, kv_collection) -> None:
-        if kv_collection is not self:
-            raise Fail(
-                "a cache kernel got something other than the kv_collection forward was given.",
-                "Pass kv_collection through the blocks to the attention unchanged.",
-            )
-
-    def attention(
-        self, kv_params, input, input_row_offsets, kv_collection, layer_idx, mask_variant, scale
-    ):
-        from max.nn.attention import MHAMaskVariant
-
-        self._check_cache(kv_collection)
-        if kv_params is not KV_PARAMS:
-            raise Fail("paged_attention did not get the kv_params forward was given.")
-        if mask_variant != MHAMaskVariant.CAUSAL_MASK:
-            raise Fail(
-                f"paged_attention got mask_variant={mask_variant}; GPT-2 needs the causal mask.",
-                "Pass MHAMaskVariant's causal variant as mask_variant: the kernel then masks "
-                "each request's future, after its cached tokens.",
-            )
-        if not math.isclose(float(scale), 1 / math.sqrt(D), rel_tol=1e-4):
-            raise Fail(
-                f"paged_attention got scale={float(scale):.4g}; GPT-2 scales the scores by "
-                f"1/sqrt(head_dim) = {1 / math.sqrt(D):.4g}.",
-                "Pass 1 over the square root of head_dim as scale, as in step 08.",
-            )
-        layer = self._layer(layer_idx)
-        if layer not in self.stored["keys"] or layer not in self.stored["values"]:
-            raise Fail(
-                f"layer {layer}'s attention ran before its new keys and values were stored.",
-                "Call store_keys and store_values first: the kernel reads the new "
-                "tokens' keys and values from the cache.",
-            )
-        query = to_numpy(input, "the query given to paged_attention")
-        if query.ndim != 3 or query.shape[1:] != (H, D):
-            raise Fail(
-                f"paged_attention got a query of shape {list(query.shape)}; it takes "
-                f"[total_tokens, heads, head_dim] = [n, {H}, {D}].",
-                "Reshape the query to [-1, num_heads, head_dim].",
-            )
-        offsets = to_numpy(input_row_offsets, "input_row_offsets").astype(int)
-        out = np.zeros_like(query)
-        for request, cached in enumerate(self.cache_lengths.astype(int)):
-            rows = slice(offsets[request], offsets[request + 1])
-            q = query[rows].transpose(1, 0, 2)  # [H, n, D]
-            k = self.keys[(layer, request)].transpose(1, 0, 2)  # [H, cached + n, D]
-            v = self.values[(layer, request)].transpose(1, 0, 2)
-            scores = q @ k.transpose(0, 2, 1) * float(scale)
-            scores = scores + ref.causal_mask(q.shape[1], cached)
-            out[rows] = (ref.softmax(scores) @ v).transpose(1, 0, 2)
-        return tensor(out.astype(np.float32))
+from .paged_cache import CONFIG, INDEX, KV_PARAMS, ArgumentsOnly, E, FakePagedCache, H, L
 
 
 def model(ctx: Context):
@@ -143,8 +31,8 @@ def build_model(ctx: Context):
     return module, {k: v.astype(np.float64) for k, v in weights.items()}
 
 
-def with_fake_cache(ctx: Context) -> FakePagedCache:
-    cache = FakePagedCache()
+def with_fake_cache(ctx: Context, cache: FakePagedCache | None = None) -> FakePagedCache:
+    cache = cache or FakePagedCache()
     ctx.module.store_keys = cache.store_keys
     ctx.module.store_values = cache.store_values
     ctx.module.paged_attention = cache.attention
@@ -230,16 +118,8 @@ def positions_are_ragged(ctx: Context) -> None:
     within = np.concatenate([np.arange(b - a) for a, b in zip(OFFSETS, OFFSETS[1:], strict=False)])
     lengths = np.diff(OFFSETS)
     total = OFFSETS[-1]
-    shape = tuple(to_numpy(got, "ragged_positions").shape)
-    if shape in ((total, total), (total, 1)):
-        raise Fail(
-            f"ragged_positions returned shape {list(shape)}; positions are one per token, "
-            f"[total_tokens] = [{total}].",
-            "F.sum keeps the summed axis: each token's shift comes out [total_tokens, 1], and "
-            "adding that to a [total_tokens] vector broadcasts to [total_tokens, "
-            "total_tokens]. Flatten the shifts to [total_tokens] before adding.",
-        )
     starts = np.repeat(np.asarray(OFFSETS[:-1]), lengths)
+    broadcast_failure(to_numpy(got, "ragged_positions"), np.repeat(cached, lengths) - starts)
     expect_close(
         got,
         within + np.repeat(cached, lengths),
@@ -257,6 +137,48 @@ def positions_are_ragged(ctx: Context) -> None:
             - np.repeat(cached, lengths),
         },
         hint="Token t of request b is at cache_lengths[b] + t - input_row_offsets[b].",
+    )
+
+
+def broadcast_failure(got: np.ndarray, shifts: np.ndarray) -> None:
+    """Name what was added when the positions come out 2-D: the skeleton's
+    token index is a [total_tokens, 1] column, and F.sum keeps the summed axis,
+    so the learner adds a column to a column, or a column to a vector."""
+    total = len(shifts)
+    index = np.arange(total)
+    if got.shape == (total, 1):
+        raise Fail(
+            f"ragged_positions returned shape [{total}, 1]; positions are one per token, "
+            f"[total_tokens] = [{total}]. Both summands are [{total}, 1] columns: the token "
+            "index (the skeleton's F.unsqueeze made it one, to compare it with the starts "
+            "and ends) and the picked shifts (F.sum keeps the summed axis).",
+            f"Make the sum [{total}]: both summands, or the result, without the axis of size 1.",
+        )
+    if got.shape != (total, total):
+        return
+    said = (
+        f"ragged_positions returned shape [{total}, {total}]; positions are one per token, "
+        f"[total_tokens] = [{total}]. A [{total}, 1] column plus a [{total}] vector "
+        "broadcasts to that square"
+    )
+    if close(got, index[:, None] + shifts[None, :]):
+        raise Fail(
+            f"{said}: the column is the token index, which the skeleton's F.unsqueeze made "
+            f"[{total}, 1] to compare it with the starts and ends, and the vector the shifts, "
+            "already flattened.",
+            f"Add the token index as a [{total}] vector: take its axis of size 1 back out "
+            "before adding the shifts.",
+        )
+    if close(got, shifts[:, None] + index[None, :]):
+        raise Fail(
+            f"{said}: the column is the shifts, since F.sum keeps the summed axis, and the "
+            "vector the token index.",
+            f"Flatten the picked shifts to [{total}] before adding them to the token index.",
+        )
+    raise Fail(
+        f"{said}: print the shapes of the two things you add.",
+        f"The token index (a column since the skeleton's F.unsqueeze) and the picked shifts "
+        f"(F.sum keeps the summed axis) must both be [{total}] when they are added.",
     )
 
 
@@ -298,6 +220,42 @@ def last_rows_are_each_requests_last(ctx: Context) -> None:
 
 
 PROMPTS = [[5, 17, 42, 8, 1], [60], [33, 2, 91]]
+
+
+def attention_alone(ctx: Context, cache: FakePagedCache) -> None:
+    """One PagedAttention on the hidden states of a ragged batch of prompts."""
+    from max.driver import CPU
+    from max.dtype import DType
+    from max.experimental import functional as F
+
+    module = ctx.once("attention", lambda: build_attention(ctx))
+    with_fake_cache(ctx, cache)
+    offsets = np.cumsum([0] + [len(p) for p in PROMPTS]).astype(INDEX)
+    cache.begin([0] * len(PROMPTS))
+    ctx.call(
+        "PagedAttention.forward",
+        module,
+        tensor(ctx.normal(int(offsets[-1]), E)),
+        tensor(offsets),
+        cache,
+        KV_PARAMS,
+        F.constant(0, DType.uint32, device=CPU()),
+    )
+
+
+def build_attention(ctx: Context):
+    module = ctx.build("PagedAttention", CONFIG)
+    shapes = {**linear_shapes("c_attn", E, 3 * E), **linear_shapes("c_proj", E, E)}
+    ctx.load_weights(module, shapes)
+    return module
+
+
+def attention_arguments(ctx: Context) -> None:
+    attention_alone(ctx, ArgumentsOnly())
+
+
+def stores_before_attending(ctx: Context) -> None:
+    attention_alone(ctx, FakePagedCache())
 
 
 def ragged_prefill(ctx: Context) -> None:
@@ -407,6 +365,14 @@ STEP = Step(
         Check(
             "last_token_rows: each request's last row",
             last_rows_are_each_requests_last,
+        ),
+        Check(
+            "paged_attention gets the query in heads, the causal mask and 1/sqrt(head_dim)",
+            attention_arguments,
+        ),
+        Check(
+            "PagedAttention stores the new keys and values, in heads, before it attends",
+            stores_before_attending,
         ),
         Check(
             "every layer stores its own keys and values",

@@ -103,7 +103,19 @@ MISTAKES = [
         "shifts not flattened",
         "F.sum(belongs * shift, axis=-1).reshape([-1])",
         "F.sum(belongs * shift, axis=-1)",
-        "F.sum keeps the summed axis",
+        "the column is the shifts, since F.sum keeps the summed axis",
+    ),
+    m(
+        "token index left a column",
+        "return F.squeeze(token_index, 1) + ",
+        "return token_index + ",
+        "the column is the token index",
+    ),
+    m(
+        "neither summand flattened",
+        "return F.squeeze(token_index, 1) + F.sum(belongs * shift, axis=-1).reshape([-1])",
+        "return token_index + F.sum(belongs * shift, axis=-1)",
+        "Both summands are [8, 1] columns",
     ),
     m(
         "last row off by one",
