@@ -26,17 +26,19 @@ def causal_mask(
     at row i sits at absolute position ``num_tokens + i`` and may see every
     column up to and including that one.
     """
-    # TODO: the mask's width is the cached tokens plus the new ones.
+    # TODO: the mask's width, one column per token a row may look at.
+    #   Those are the num_tokens cached ones and the sequence_length new ones.
     total_length = None
     # END TODO
-    # TODO: a [sequence_length, total_length] tensor filled with float("-inf").
-    #   Hint: Tensor.full(shape, value, dtype=dtype, device=device)
+    # TODO: start from a matrix where nothing is allowed: every entry -inf.
+    #   It is [sequence_length, total_length], in the dtype and on the device the
+    #   caller asked for (the page's "MAX operations": a tensor of one value).
     mask = None
     # END TODO
     # TODO: zero the band each row may see; keep -inf outside it.
-    #   Hint: F.band_part(x, num_lower, num_upper, exclude) carves a band around
-    #   the diagonal (the page says which entries are in it, and what exclude
-    #   does). How far left of its diagonal may a row look? How far right, when
-    #   num_tokens tokens are already cached?
+    #   Row i is the token at absolute position num_tokens + i and sees every
+    #   column up to and including that one (the page's "A worked example").
+    #   From "Carving a band": how far left of its diagonal may a row look, how
+    #   far right, and is the band kept or zeroed?
     return None
     # END TODO

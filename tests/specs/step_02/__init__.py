@@ -168,9 +168,18 @@ def dtype_is_respected(ctx: Context) -> None:
             f"causal_mask(..., dtype=DType.float16) returned dtype {getattr(mask, 'dtype', None)}.",
             "Pass dtype= and device= on to the tensor you create.",
         )
+    devices_asked = filled_devices(ctx)
+    if devices_asked is not None:
+        raise Fail(
+            f"causal_mask(4, 0, device=...) made the mask on {devices_asked}, not on the "
+            "device it was given.",
+            "The mask is added to scores on the caller's device: on a machine with a GPU, "
+            "a mask made elsewhere cannot be added to them. Pass the function's own device "
+            "on to the tensor you create.",
+        )
     from max.driver import Accelerator, accelerator_count
 
-    if accelerator_count():  # with only a CPU, the default device is the one asked for
+    if accelerator_count():  # a real second device: the mask must land on it
         gpu = Accelerator()
         mask = ctx.call(
             "causal_mask(4, 0, device=Accelerator())",
@@ -183,9 +192,52 @@ def dtype_is_respected(ctx: Context) -> None:
         if getattr(mask, "device", None) != gpu:
             raise Fail(
                 f"causal_mask(..., device=Accelerator()) returned a tensor on "
-                f"{getattr(mask, 'device', None)}.",
+                f"{getattr(mask, 'device', None)}, not on the device it was given.",
                 "Pass dtype= and device= on to the tensor you create.",
             )
+
+
+def filled_devices(ctx: Context) -> str | None:
+    """Where causal_mask asks MAX to fill its tensor, said in the learner's terms,
+    when that is not the device it was given; None when it is (or nothing is filled).
+
+    A machine with only a CPU has one device, which MAX hands out as one object:
+    the device this check passes is a second CPU object, told apart by identity,
+    and a spy on F.full (which Tensor.full calls) sees which one the code passed."""
+    from max.driver import CPU
+    from max.dtype import DType
+    from max.experimental import functional as F
+
+    class GivenCPU(CPU):
+        """The CPU, as a distinct object: the one causal_mask was given."""
+
+    given = GivenCPU()
+    asked = []
+    real_full = F.full
+
+    def full(*args, device=None, **kwargs):
+        asked.append(device)
+        return real_full(*args, device=device, **kwargs)
+
+    F.full = full
+    try:
+        with F.lazy():  # nothing is computed: only what was asked matters
+            ctx.call(
+                "causal_mask(4, 0, device=...)",
+                ctx.get("causal_mask"),
+                4,
+                0,
+                dtype=DType.float32,
+                device=given,
+            )
+    finally:
+        F.full = real_full
+    if not asked or any(device is given for device in asked):
+        return None
+    device = asked[0]
+    if device is None:
+        return "the default device (no device= passed on)"
+    return "CPU()" if isinstance(device, CPU) else repr(device)
 
 
 STEP = Step(

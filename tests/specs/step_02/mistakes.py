@@ -2,7 +2,7 @@
 solutions/solution_02.py, each with a phrase the failing check's message
 or hint must contain (tests/test_checkers.py, devtools/mutate)."""
 
-from tests.mistakes import m
+from tests.mistakes import Mutant, m
 
 # Plausible learner mistakes: each must fail a check whose message or hint
 # contains `expect` (tests/test_checkers.py; the edits apply to the solution).
@@ -68,4 +68,13 @@ MISTAKES = [
         "returned dtype",
     ),
     m("dtype not passed", "dtype=dtype, device=device", "device=device", "returned dtype"),
+    m("device not passed", "dtype=dtype, device=device", "dtype=dtype", "the default device"),
+    Mutant(
+        "mask made on CPU()",
+        (
+            ("from max.driver import Device", "from max.driver import CPU, Device"),
+            ("dtype=dtype, device=device", "dtype=dtype, device=CPU()"),
+        ),
+        "made the mask on CPU(), not on the device it was given",
+    ),
 ]
