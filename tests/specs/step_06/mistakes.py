@@ -2,7 +2,7 @@
 solutions/solution_06.py, each with a phrase the failing check's message
 or hint must contain (tests/test_checkers.py, devtools/mutate)."""
 
-from tests.mistakes import m
+from tests.mistakes import Mutant, m
 
 # Plausible learner mistakes: each must fail a check whose message or hint
 # contains `expect` (tests/test_checkers.py; the edits apply to the solution).
@@ -66,5 +66,22 @@ MISTAKES = [
         "Tensor.arange(seq_length,",
         "Tensor.arange(input_ids.shape[0],",
         "not the batch size",
+    ),
+    Mutant(
+        "positions on CPU()",
+        (
+            (
+                "from max.dtype import DType",
+                "from max.driver import CPU\nfrom max.dtype import DType",
+            ),
+            ("device=input_ids.device", "device=CPU()"),
+        ),
+        "positions are made on CPU(), not on the input's device",
+    ),
+    m(
+        "positions on the default device",
+        ", device=input_ids.device",
+        "",
+        "positions are made on the default device",
     ),
 ]
