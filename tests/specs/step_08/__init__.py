@@ -219,6 +219,62 @@ def matches_reference(ctx: Context) -> None:
         )
 
 
+def keeps_the_input_dtype(ctx: Context) -> None:
+    """A deployed model runs in bfloat16 or float16: the mask must be made in the
+    scores' dtype, or adding it promotes the scores (and all that follows) to
+    float32."""
+    from max.dtype import DType
+
+    for dtype in (DType.bfloat16, DType.float16):
+        what = f"scaled_dot_product_attention of {str(dtype).removeprefix('DType.')} inputs"
+        asked, out = masks_asked(ctx, what, dtype)
+        returned = getattr(out, "dtype", dtype)
+        wrong = [d for d in asked if d != dtype]
+        if wrong:
+            raise Fail(
+                f"The causal mask is made in {wrong[0]} while the scores are {dtype}: "
+                f"{what} returns {returned}.",
+                f"A hard-coded dtype ({wrong[0]}) makes the mask {wrong[0]} whatever the "
+                "inputs, and adding it promotes the scores, the weights and the output. Make "
+                "the mask in the scores' dtype.",
+            )
+        if returned != dtype:
+            raise Fail(
+                f"{what} returns {returned}: the computation does not stay in the inputs' dtype.",
+                f"Something is {returned} whatever the inputs, a hard-coded dtype: every "
+                "tensor added to the scores must be made in their dtype.",
+            )
+
+
+def masks_asked(ctx: Context, what: str, dtype) -> tuple[list, object]:
+    """(the dtype of every causal_mask the learner's function asks for, its
+    output) for a query, key and value of `dtype`. Built lazily: nothing is
+    computed (no kernel to compile for these dtypes), only typed."""
+    from max.experimental import functional as F
+
+    fn = ctx.get("scaled_dot_product_attention")
+    real = getattr(ctx.module, "causal_mask", None)
+    asked = []
+
+    def causal_mask(*args, **kwargs):
+        asked.append(kwargs.get("dtype", args[2] if len(args) > 2 else None))
+        return real(*args, **kwargs)
+
+    if callable(real):
+        ctx.module.causal_mask = causal_mask
+    try:
+        with F.lazy():
+            q, k, v = (tensor(x).cast(dtype) for x in inputs(ctx))
+            try:
+                out = ctx.call(what, fn, q, k, v)
+            except Fail as failure:
+                raise raised(failure) from failure
+    finally:
+        if callable(real):
+            ctx.module.causal_mask = real
+    return asked, out
+
+
 STEP = Step(
     number=8,
     required={"scaled_dot_product_attention": []},
@@ -231,6 +287,10 @@ STEP = Step(
         Check(
             "softmax(q k^T / sqrt(head_dim) + mask) v matches GPT-2",
             matches_reference,
+        ),
+        Check(
+            "the mask and the scores keep the inputs' dtype (bfloat16, float16)",
+            keeps_the_input_dtype,
         ),
     ],
 )

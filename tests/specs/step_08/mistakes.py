@@ -71,4 +71,12 @@ MISTAKES = [
         "causal_mask(seq_length, 1,",
         "num_tokens = 0",
     ),
+    Mutant(
+        "mask in a hard-coded float32",
+        (
+            ("import math\n", "import math\n\nfrom max.dtype import DType\n"),
+            ("dtype=scores.dtype", "dtype=DType.float32"),
+        ),
+        "hard-coded dtype (DType.float32)",
+    ),
 ]
