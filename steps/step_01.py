@@ -15,10 +15,10 @@ class GPT2Config:
     """Hyperparameters of GPT-2; the defaults are the 124M model's."""
 
     # TODO: give each field GPT-2 124M's value as its default.
-    #   vocab_size: 50,000 BPE merges + 256 byte tokens + 1 end-of-text token
-    #   n_positions: the longest sequence, 1024 tokens
-    #   n_embd: 768 features per hidden state; n_layer: 12 blocks; n_head: 12 heads
-    #   layer_norm_epsilon: 1e-5 (a float, not an int)
+    #   The page's table "The numbers" has them: the vocabulary size (BPE merges,
+    #   byte tokens and one end-of-text token), the longest sequence, the width
+    #   of a hidden state, the number of blocks and of heads per block. Counts
+    #   and sizes are ints.
     vocab_size: int = None
     n_positions: int = None
     n_embd: int = None
@@ -26,13 +26,16 @@ class GPT2Config:
     n_head: int = None
     # END TODO
     n_inner: int | None = None  # MLP width; None means 4 * n_embd
-    # TODO: the layer norm epsilon.
+    # TODO: the layer norm epsilon GPT-2 was trained with, a float.
+    #   The small number every layer norm adds to the variance (the same table).
     layer_norm_epsilon: float = None
     # END TODO
 
     def __post_init__(self) -> None:
-        # TODO: when n_inner was left as None, set it to four times n_embd.
-        #   Hint: use self.n_embd, so GPT2Config(n_embd=64) gets 256.
+        # TODO: an n_inner left as None becomes four times n_embd, an int.
+        #   This config's own n_embd: GPT2Config(n_embd=64).n_inner is 256, and an
+        #   n_inner the caller gave stays (the page's "Defaults that depend on
+        #   other fields").
         if self.n_inner is None:
             self.n_inner = None
         # END TODO

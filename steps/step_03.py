@@ -17,8 +17,9 @@ class LayerNorm(Module[[Tensor], Tensor]):
 
     def __init__(self, dim: int, *, eps: float = 1e-5) -> None:
         # TODO: the learned scale starts at 1 and the shift at 0, one per feature.
-        #   Hint: Tensor.ones(shape) and Tensor.zeros(shape), a shape being a list
-        #   of sizes; keep eps too. The attribute names become the parameter names.
+        #   Both are vectors of shape [dim]; keep eps as the caller gave it. The
+        #   attribute names become the parameter names, the checkpoint's (the
+        #   page's "MAX operations" and "Why it is built this way").
         self.weight = None
         self.bias = None
         self.eps = None
@@ -26,6 +27,8 @@ class LayerNorm(Module[[Tensor], Tensor]):
 
     def forward(self, x: Tensor) -> Tensor:
         # TODO: (x - mean) / sqrt(var + eps) * weight + bias over the last axis.
-        #   Hint: F.layer_norm(x, gamma=..., beta=..., epsilon=...)
+        #   One mean and one variance per token, over its dim features: x is
+        #   [batch, seq, dim] and so is the result. MAX computes this formula in
+        #   one operation (the page's "MAX operations" and "A worked example").
         return None
         # END TODO

@@ -20,16 +20,19 @@ class GPT2MLP(Module[[Tensor], Tensor]):
     def __init__(self, intermediate_size: int, config: GPT2Config) -> None:
         embed_dim = config.n_embd
         # TODO: c_fc maps embed_dim -> intermediate_size, c_proj maps it back.
-        #   Hint: Linear(in_dim, out_dim, bias=True); the names must be c_fc and
-        #   c_proj so GPT-2's weights load into them later.
+        #   Both are learned linear layers with a bias; the names must be c_fc and
+        #   c_proj so GPT-2's weights load into them later (the page's "Shapes"
+        #   lists their weights, "MAX operations" the layer).
         self.c_fc = None
         self.c_proj = None
         # END TODO
 
     def forward(self, hidden_states: Tensor) -> Tensor:
         # TODO: c_fc, then GELU, then c_proj.
-        #   Hint: F.gelu(x, approximate=...); GPT-2 was trained with the tanh
-        #   approximation, not the exact form F.gelu computes by default.
+        #   [batch, seq, embed_dim] -> [batch, seq, intermediate_size] -> the same
+        #   shape, each number through GELU -> [batch, seq, embed_dim]. GPT-2 was
+        #   trained with GELU's tanh approximation, not the exact form MAX
+        #   computes by default (the page's "A worked example" tells them apart).
         hidden_states = None
         hidden_states = None
         return None

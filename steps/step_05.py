@@ -18,11 +18,15 @@ class GPT2TokenEmbedding(Module[[Tensor], Tensor]):
 
     def __init__(self, config: GPT2Config) -> None:
         # TODO: the token embedding table, one n_embd-wide row per vocabulary entry.
-        #   Hint: Embedding(num_rows, dim=row_width)
+        #   Its weight is [vocab_size, n_embd], under the checkpoint's name wte (the
+        #   page's "MAX operations": the layer that holds such a table, and how it
+        #   takes its width).
         self.wte = None
         # END TODO
 
     def forward(self, input_ids: Tensor) -> Tensor:
         # TODO: look the ids up in the table.
+        #   [batch, seq] integer ids in, [batch, seq, n_embd] out: row t of the table
+        #   for every id t, unchanged (the page's "A worked example").
         return None
         # END TODO

@@ -20,13 +20,17 @@ class GPT2QKVProjection(Module[..., tuple[Tensor, Tensor, Tensor]]):
     def __init__(self, config: GPT2Config) -> None:
         self.embed_dim = config.n_embd
         # TODO: one Linear from embed_dim to 3 * embed_dim, with a bias.
+        #   Its weight is [3 * embed_dim, embed_dim]: the query, key and value
+        #   projections stacked (the page's "Shapes" and "A worked example").
         self.c_attn = None
         # END TODO
 
     def forward(self, hidden_states: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        # TODO: project, then split the features into query, key, value (in
-        #   that order: it is how GPT-2's checkpoint stores them).
-        #   Hint: F.split(x, split_sizes, axis) returns a list; mind its default axis.
+        # TODO: project, then cut the features into query, key and value.
+        #   [batch, seq, embed_dim] -> c_attn -> [batch, seq, 3 * embed_dim] ->
+        #   three [batch, seq, embed_dim] pieces along the last axis, in the
+        #   order query, key, value (the checkpoint's). The page's "MAX
+        #   operations": the operation that cuts a tensor, and its default axis.
         qkv = None
         query, key, value = None, None, None
         # END TODO

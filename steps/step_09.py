@@ -25,8 +25,10 @@ class GPT2MultiHeadAttention(Module[[Tensor], Tensor]):
         self.embed_dim = config.n_embd
         self.num_heads = config.n_head
         self.head_dim = self.embed_dim // self.num_heads
-        # TODO: c_attn projects to query, key and value at once (3 * embed_dim);
-        #   c_proj mixes the merged heads (embed_dim -> embed_dim). Both with bias.
+        # TODO: the two projections, c_attn and c_proj, both with a bias.
+        #   c_attn makes query, key and value at once (embed_dim -> 3 * embed_dim);
+        #   c_proj mixes the merged heads (embed_dim -> embed_dim). The names are
+        #   the checkpoint's (the page's "Shapes").
         self.c_attn = None
         self.c_proj = None
         # END TODO
@@ -34,17 +36,23 @@ class GPT2MultiHeadAttention(Module[[Tensor], Tensor]):
     def _split_heads(self, tensor: Tensor, num_heads: int, attn_head_size: int) -> Tensor:
         """[batch, seq, n_embd] -> [batch, heads, seq, head_dim]."""
         batch, seq_length = tensor.shape[0], tensor.shape[1]
-        # TODO: two moves. Cut each token's features into heads (a reshape: head 0
-        #   owns the first head_dim features), then bring the heads axis in front of
-        #   seq (a transpose). Reshaping straight to the final shape scrambles tokens.
+        # TODO: cut the features into heads, in two moves.
+        #   A reshape cuts each token's features (head 0 owns the first head_dim of
+        #   them), then a transpose brings the heads axis in front of seq.
+        #   Reshaping straight to the final shape scrambles tokens.
+        #   [batch, seq, n_embd] -> [batch, seq, heads, head_dim] -> [batch, heads,
+        #   seq, head_dim] (the page's "Splitting and merging heads").
         tensor = None
         return None
         # END TODO
 
     def _merge_heads(self, tensor: Tensor, num_heads: int, attn_head_size: int) -> Tensor:
         """[batch, heads, seq, head_dim] -> [batch, seq, n_embd]."""
-        # TODO: undo _split_heads in the opposite order: move seq back in front of
-        #   the heads, then flatten the heads into one feature axis.
+        # TODO: undo _split_heads, in the opposite order.
+        #   Move seq back in front of the heads, then flatten the heads into one
+        #   feature axis.
+        #   [batch, heads, seq, head_dim] -> [batch, seq, heads, head_dim] -> [batch,
+        #   seq, n_embd]; batch and seq are read after the first move.
         tensor = None
         batch, seq_length = tensor.shape[0], tensor.shape[1]
         return None
@@ -52,9 +60,11 @@ class GPT2MultiHeadAttention(Module[[Tensor], Tensor]):
 
     def _attn(self, query: Tensor, key: Tensor, value: Tensor) -> Tensor:
         """Causal scaled dot-product attention, run for every head at once."""
-        # TODO: step 08's attention: scores, scale by sqrt(head_dim), add the
-        #   causal mask, softmax over the keys, weighted sum of values.
-        #   Hint: self.head_dim is already a Python int.
+        # TODO: step 08's attention, for every head at once.
+        #   Scores, scale by sqrt(head_dim), add the causal mask, softmax over the
+        #   keys, weighted sum of values.
+        #   [batch, heads, seq, head_dim] in and out; the scores and weights are
+        #   [batch, heads, seq, seq]. self.head_dim is already a Python int.
         scores = None
         scores = None
         seq_length = query.shape[-2]
@@ -65,15 +75,21 @@ class GPT2MultiHeadAttention(Module[[Tensor], Tensor]):
 
     def forward(self, hidden_states: Tensor) -> Tensor:
         # TODO: c_attn, then cut its output into query, key, value (step 07).
+        #   [batch, seq, 3 * n_embd] -> three [batch, seq, n_embd], in that order.
         query, key, value = None, None, None
         # END TODO
         # TODO: split each into heads (mind the order of the size arguments).
+        #   Each becomes [batch, heads, seq, head_dim]; the methods take (tensor,
+        #   num_heads, attn_head_size).
         query = None
         key = None
         value = None
         # END TODO
 
         # TODO: attend, merge the heads, project with c_proj.
+        #   [batch, heads, seq, head_dim] -> [batch, seq, n_embd] -> c_proj, the
+        #   same shape: each output feature draws on every head (the page's "Why
+        #   `c_proj`?").
         attn_output = None
         attn_output = None
         return None
