@@ -151,7 +151,7 @@ def mask_with_cached_tokens(ctx: Context) -> None:
         )
 
 
-def dtype_is_respected(ctx: Context) -> None:
+def dtype_and_device_are_respected(ctx: Context) -> None:
     from max.driver import CPU
     from max.dtype import DType
 
@@ -246,6 +246,9 @@ STEP = Step(
     checks=[
         Check("square mask: 0 on and below the diagonal, -inf above", square_mask),
         Check("mask offset by cached tokens (num_tokens)", mask_with_cached_tokens),
-        Check("the requested dtype is used", dtype_is_respected),
+        Check(
+            "the mask is made in the requested dtype, on the requested device",
+            dtype_and_device_are_respected,
+        ),
     ],
 )
