@@ -220,14 +220,20 @@ def matches_reference(ctx: Context) -> None:
 
 
 def keeps_the_input_dtype(ctx: Context) -> None:
+    expect_input_dtype_kept(
+        ctx, "scaled_dot_product_attention", ctx.get("scaled_dot_product_attention")
+    )
+
+
+def expect_input_dtype_kept(ctx: Context, name: str, fn) -> None:
     """A deployed model runs in bfloat16 or float16: the mask must be made in the
     scores' dtype, or adding it promotes the scores (and all that follows) to
-    float32."""
+    float32. `fn(query, key, value)` is the learner's attention."""
     from max.dtype import DType
 
     for dtype in (DType.bfloat16, DType.float16):
-        what = f"scaled_dot_product_attention of {str(dtype).removeprefix('DType.')} inputs"
-        asked, out = masks_asked(ctx, what, dtype)
+        what = f"{name} of {str(dtype).removeprefix('DType.')} inputs"
+        asked, out = masks_asked(ctx, what, dtype, fn)
         returned = getattr(out, "dtype", dtype)
         wrong = [d for d in asked if d != dtype]
         if wrong:
@@ -246,13 +252,12 @@ def keeps_the_input_dtype(ctx: Context) -> None:
             )
 
 
-def masks_asked(ctx: Context, what: str, dtype) -> tuple[list, object]:
-    """(the dtype of every causal_mask the learner's function asks for, its
-    output) for a query, key and value of `dtype`. Built lazily: nothing is
-    computed (no kernel to compile for these dtypes), only typed."""
+def masks_asked(ctx: Context, what: str, dtype, fn) -> tuple[list, object]:
+    """(the dtype of every causal_mask `fn` asks for, its output) for a query,
+    key and value of `dtype`. Built lazily: nothing is computed (no kernel to
+    compile for these dtypes), only typed."""
     from max.experimental import functional as F
 
-    fn = ctx.get("scaled_dot_product_attention")
     real = getattr(ctx.module, "causal_mask", None)
     asked = []
 

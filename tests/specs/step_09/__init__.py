@@ -9,7 +9,7 @@ from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor, to_numpy
 from tests.specs.model_parts import BATCH, SEQ, linear_shapes, small_config
 from tests.specs.step_07 import split_failure
-from tests.specs.step_08 import attention_mistakes
+from tests.specs.step_08 import attention_mistakes, expect_input_dtype_kept
 from tests.specs.step_08 import raised as attention_raised
 
 CONFIG = small_config()
@@ -238,6 +238,11 @@ def attn(ctx: Context) -> None:
     )
 
 
+def attn_keeps_the_input_dtype(ctx: Context) -> None:
+    module, _ = build(ctx)
+    expect_input_dtype_kept(ctx, "_attn", module._attn)
+
+
 def forward(ctx: Context) -> None:
     module, w = build(ctx)
     x = ctx.normal(BATCH, SEQ, E)
@@ -305,6 +310,10 @@ STEP = Step(
             merge_heads,
         ),
         Check("_attn: causal scaled dot-product attention per head", attn),
+        Check(
+            "_attn keeps the inputs' dtype, the mask's included (bfloat16, float16)",
+            attn_keeps_the_input_dtype,
+        ),
         Check("forward matches GPT-2's attention", forward),
     ],
 )

@@ -132,4 +132,12 @@ MISTAKES = [
         "[self.embed_dim] * 3, axis=1)",
         "sequence axis",
     ),
+    Mutant(
+        "mask in a hard-coded float32",
+        (
+            ("import math\n", "import math\n\nfrom max.dtype import DType\n"),
+            ("dtype=scores.dtype", "dtype=DType.float32"),
+        ),
+        "hard-coded dtype (DType.float32)",
+    ),
 ]
