@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import ast
 import difflib
+import re
 from pathlib import Path
 
 import pytest
 
 from common import steps
 from tests.checker import source
+from tests.test_pages_teach import code_lines
 
 STEPS = steps.numbers()
 
@@ -68,3 +70,87 @@ def test_skeleton_says_how_to_run_its_check(number: int) -> None:
         f"pixi run s{number:02d}" in docstring
         and f"python -m tests.check {number:02d}" in docstring
     )
+
+
+def max_names(tree: ast.Module) -> set[str]:
+    """The names a module binds by importing from MAX (F, Tensor, Linear, ...)."""
+    found = set()
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "max":
+            found.update(alias.asname or alias.name for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(
+                alias.asname or alias.name for alias in node.names if alias.name.startswith("max")
+            )
+    return found
+
+
+def dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and (base := dotted(node.value)):
+        return f"{base}.{node.attr}"
+    return None
+
+
+def max_calls_to_write(number: int) -> set[str]:
+    """The MAX functions the solution calls with arguments on the lines the
+    learner writes (the lines its skeleton lacks)."""
+    path = steps.step(number).solution
+    text = path.read_text()
+    tree = ast.parse(text)
+    ours = max_names(tree)
+    written = code_lines(path) - code_lines(steps.step(number).skeleton)
+    lines = text.splitlines()
+    calls = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not (node.args or node.keywords):
+            continue
+        if lines[node.lineno - 1].strip() not in written:
+            continue
+        name = dotted(node.func)
+        if name and name.split(".")[0] in ours:
+            calls.add(name)
+    return calls
+
+
+def skeleton_prose(number: int) -> str:
+    """What the skeleton says in words: its comments and docstrings."""
+    path = steps.step(number).skeleton
+    comments = [line.strip() for line in path.read_text().splitlines() if line.strip()[:1] == "#"]
+    tree = ast.parse(path.read_text())
+    docstrings = [
+        ast.get_docstring(node) or ""
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef))
+    ]
+    return "\n".join(comments + docstrings)
+
+
+def spelled_out_calls(calls: set[str], prose: str) -> list[str]:
+    """Each call of `calls` that `prose` writes with its arguments ("F.x(a, b=...)");
+    a bare name ("F.x") or an elided call ("F.x(...)") says which operation, not how."""
+    found = []
+    for call in sorted(calls):
+        pattern = re.escape(call) + r"\(\s*(?!\.\.\.\s*\))(?!\))"
+        if re.search(pattern, prose):
+            found.append(call)
+    return found
+
+
+@pytest.mark.parametrize("number", STEPS)
+def test_skeletons_say_what_to_compute_not_the_call(number: int) -> None:
+    found = spelled_out_calls(max_calls_to_write(number), skeleton_prose(number))
+    assert not found, (
+        f"steps/step_{number:02d}.py spells out {found} with arguments, as its solution calls "
+        "them: say what to compute; the call arrives at hint rung 2"
+    )
+
+
+def test_a_spelled_out_call_is_found() -> None:
+    calls = {"F.layer_norm", "Tensor.arange"}
+    assert spelled_out_calls(calls, "# Hint: F.layer_norm(x, gamma=..., beta=...)") == [
+        "F.layer_norm"
+    ]
+    assert spelled_out_calls(calls, "# normalize with F.layer_norm, over the last axis") == []
+    assert spelled_out_calls(calls, "# F.layer_norm(...) and Tensor.arange()") == []
