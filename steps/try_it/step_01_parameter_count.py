@@ -1,10 +1,11 @@
-"""Step 01, try it: every weight shape follows from the config.
+# %% [markdown]
+# # Step 01, try it: every weight shape follows from the config
+#
+# Counts the parameters of the four published GPT-2 sizes from their configs
+# alone (no tensor is made), then maps a config.json-like dictionary, with keys
+# `GPT2Config` does not know, onto the dataclass.
 
-Counts the parameters of the four published GPT-2 sizes from their configs
-alone (no tensor is made), then maps a config.json-like dictionary, with keys
-GPT2Config does not know, onto the dataclass.
-"""
-
+# %%
 import dataclasses
 
 from solutions.solution_01 import GPT2Config
@@ -17,6 +18,7 @@ SIZES = {  # the four GPT-2 checkpoints differ only in these three numbers
 }
 
 
+# %%
 def count(config: GPT2Config) -> dict[str, int]:
     e, inner = config.n_embd, config.n_inner
     layer_norm = 2 * e  # weight and bias
@@ -31,33 +33,32 @@ def count(config: GPT2Config) -> dict[str, int]:
     return {**counts, "total": sum(counts.values())}
 
 
-def main() -> None:
-    print(f"{'model':<12} {'n_inner':>7} {'head width':>10} {'blocks':>14} {'total':>15}")
-    for name, sizes in SIZES.items():
-        config = GPT2Config(**sizes)
-        counts = count(config)
-        head_width = config.n_embd // config.n_head
-        print(
-            f"{name:<12} {config.n_inner:>7} {head_width:>10} "
-            f"{counts['blocks']:>14,} {counts['total']:>15,}"
-        )
+# %%
+print(f"{'model':<12} {'n_inner':>7} {'head width':>10} {'blocks':>14} {'total':>15}")
+for name, sizes in SIZES.items():
+    config = GPT2Config(**sizes)
+    counts = count(config)
+    head_width = config.n_embd // config.n_head
+    print(
+        f"{name:<12} {config.n_inner:>7} {head_width:>10} "
+        f"{counts['blocks']:>14,} {counts['total']:>15,}"
+    )
 
-    # A checkpoint's config.json has more keys than we need: keep ours.
-    config_json = {
-        "activation_function": "gelu_new",
-        "n_ctx": 1024,
-        "n_embd": 768,
-        "n_head": 12,
-        "n_layer": 12,
-        "n_positions": 1024,
-        "resid_pdrop": 0.1,
-        "vocab_size": 50257,
-    }
-    known = {f.name for f in dataclasses.fields(GPT2Config)}
-    config = GPT2Config(**{k: v for k, v in config_json.items() if k in known})
-    print("\nignored keys:", sorted(set(config_json) - known))
-    print(config)
+# %% [markdown]
+# A checkpoint's config.json has more keys than we need: keep ours.
 
-
-if __name__ == "__main__":
-    main()
+# %%
+config_json = {
+    "activation_function": "gelu_new",
+    "n_ctx": 1024,
+    "n_embd": 768,
+    "n_head": 12,
+    "n_layer": 12,
+    "n_positions": 1024,
+    "resid_pdrop": 0.1,
+    "vocab_size": 50257,
+}
+known = {f.name for f in dataclasses.fields(GPT2Config)}
+config = GPT2Config(**{k: v for k, v in config_json.items() if k in known})
+print("\nignored keys:", sorted(set(config_json) - known))
+print(config)
