@@ -50,6 +50,7 @@ KNOWN_TASKS = {
     "reset": "test_learner_loop_tasks_run_tools_learn",
     "doctor": "test_learner_loop_tasks_run_tools_learn",
     "serve": "test_serve_task_rejects_a_missing_checkpoint",
+    "notebook": "test_notebook_task_starts_jupyter_lab_in_the_experiments",
 }
 
 
@@ -182,6 +183,11 @@ def test_peers_feature_has_pyprojects_peers_extra() -> None:
     assert pixi_pins(feature("peers")["pypi-dependencies"]) == expected
 
 
+def test_notebook_feature_has_pyprojects_notebook_extra() -> None:
+    expected = pins(pyproject()["project"]["optional-dependencies"]["notebook"])
+    assert pixi_pins(feature("notebook")["pypi-dependencies"]) == expected
+
+
 def test_docs_feature_pins_mdbook_like_the_test_extra() -> None:
     test_extra = pins(pyproject()["project"]["optional-dependencies"]["test"])
     docs = pixi_pins(feature("docs")["pypi-dependencies"])
@@ -216,7 +222,9 @@ def test_tasks_live_where_pixi_run_finds_them() -> None:
     assert owners["book"] == owners["build-book"] == "docs"
     assert owners["serve"] == "serve"  # needs max[serve]
     assert owners["serve-bench"] == "test"  # max[serve], torch and transformers
-    others = set(owners) - {"test", "bench", "serve-bench", "book", "build-book", "serve"}
+    assert owners["notebook"] == "notebook"  # needs Jupyter Lab and jupytext
+    special = {"test", "bench", "serve-bench", "book", "build-book", "serve", "notebook"}
+    others = set(owners) - special
     assert {owners[name] for name in others} == {"default"}
 
 
@@ -254,6 +262,14 @@ def test_test_task_runs_pytest() -> None:
 
 def test_book_serves_the_docs() -> None:
     assert tasks()["book"][1].startswith("mdbook serve docs")  # not run: it serves
+
+
+def test_notebook_task_starts_jupyter_lab_in_the_experiments() -> None:
+    """Not run: it serves. The kernel runs in steps/try_it, so the repository
+    root goes on PYTHONPATH (tests/test_try_it.py runs the notebooks that way)."""
+    assert tasks()["notebook"][1] == "jupyter lab steps/try_it"
+    task = feature("notebook")["tasks"]["notebook"]
+    assert task["env"] == {"PYTHONPATH": "$PIXI_PROJECT_ROOT"}
 
 
 def test_build_book_builds(tmp_path: Path) -> None:
