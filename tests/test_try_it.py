@@ -1,5 +1,8 @@
 """The book's "Try it" experiments (steps/try_it/) run, print something, and
-are shown in the book through an include, never pasted."""
+are shown in the book through an include, never pasted. Each one is also a
+notebook (jupytext's percent format), and runs as one in a Jupyter kernel the
+way a learner opens it: from steps/try_it, with the repository on PYTHONPATH,
+offline, on a tiny local checkpoint where it wants trained weights."""
 
 from __future__ import annotations
 
@@ -13,6 +16,8 @@ from common import max_runtime, steps
 from common.steps import REPO
 
 EXPERIMENTS = [script for record in steps.STEPS for script in record.try_it]
+KERNEL = "try-it"  # the kernel the notebooks run in: this interpreter's ipykernel
+CELL_TIMEOUT = 600  # seconds: a cold MAX cache compiles kernels on the first run
 
 
 def test_there_are_experiments() -> None:
@@ -38,3 +43,75 @@ def test_experiment_runs_and_prints(script: Path) -> None:
 def test_experiment_is_in_its_page(script: Path) -> None:
     page = steps.step(int(script.stem.split("_")[1])).page.read_text(encoding="utf-8")
     assert f"{{{{#include ../../steps/try_it/{script.name}}}}}" in page
+
+
+# Notebooks
+
+
+@pytest.mark.parametrize("script", EXPERIMENTS, ids=lambda path: path.stem)
+def test_experiment_is_a_percent_notebook(script: Path) -> None:
+    """A title in a markdown cell, then cells; saving the notebook from Jupyter
+    writes the file back unchanged (the file is jupytext's own rendering)."""
+    import jupytext
+
+    text = script.read_text(encoding="utf-8")
+    notebook = jupytext.read(script)
+    assert text.startswith("# %% [markdown]\n# # Step "), "the first cell is the title"
+    assert notebook.metadata["jupytext"]["text_representation"]["format_name"] == "percent"
+    assert sum(cell.cell_type == "code" for cell in notebook.cells) >= 2
+    assert jupytext.writes(notebook, fmt="py:percent") == text
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A kernel spec for this interpreter's ipykernel, whatever else Jupyter has registered."""
+    from ipykernel.kernelspec import write_kernel_spec
+
+    folder = tmp_path_factory.mktemp("kernels")
+    write_kernel_spec(folder / KERNEL)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tiny_gpt2(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The small GPT-2 checkpoint (save_pretrained's files) in place of a real one."""
+    from tests.fixtures import write_checkpoint
+
+    return write_checkpoint(tmp_path_factory.mktemp("gpt2"))
+
+
+@pytest.mark.parametrize("script", EXPERIMENTS, ids=lambda path: path.stem)
+def test_experiment_runs_as_a_notebook(
+    script: Path, kernels: Path, request: pytest.FixtureRequest
+) -> None:
+    """Every cell runs without an error (nbclient raises on the first one), and
+    an experiment that draws shows its figures in the notebook."""
+    import jupytext
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import KernelManager
+    from nbclient import NotebookClient
+
+    notebook = jupytext.read(script)
+    env = max_runtime.child_env(PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1", NO_COLOR="1")
+    if "gpt2_directory" in script.read_text(encoding="utf-8"):
+        env["GPT2_WEIGHTS"] = str(request.getfixturevalue("tiny_gpt2"))
+    manager = KernelManager(
+        kernel_name=KERNEL, kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)])
+    )
+    client = NotebookClient(
+        notebook,
+        km=manager,
+        timeout=CELL_TIMEOUT,
+        resources={"metadata": {"path": str(script.parent)}},  # the kernel's working directory
+    )
+    client.execute(env=env)
+
+    outputs = [output for cell in notebook.cells for output in cell.get("outputs", [])]
+    printed = "".join(
+        output.get("text", "") for output in outputs if output.output_type == "stream"
+    )
+    images = [output for output in outputs if "image/png" in output.get("data", {})]
+    assert len(printed.strip().splitlines()) >= 3, printed
+    if "show(" in script.read_text(encoding="utf-8"):
+        assert images, "the experiment draws, but the notebook shows no figure"
+    assert "figure saved" not in printed, "a notebook shows its figures; it does not save them"
