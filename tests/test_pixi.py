@@ -28,7 +28,7 @@ SCHEMA = REPO.parent / "shared" / "pixi-manifest.schema.json"
 BIN = Path(sys.executable).parent  # not resolved: a venv's bin/ is a symlink farm
 TIMEOUT = 60
 STEP_TASK = re.compile(r"s(\d\d)")
-STEP_SPEC = "step_[0-9][0-9].py"
+STEP_SPEC = "step_[0-9][0-9]"  # a spec is a folder: checks, hints, mistakes
 USAGE_ERROR = 2
 
 # Every task that is not an sNN step task, with the test that covers it.
@@ -111,7 +111,8 @@ def pixi_pins(table: dict) -> dict[str, str]:
 
 
 def spec_numbers() -> set[str]:
-    return {path.stem.removeprefix("step_") for path in (REPO / "tests" / "specs").glob(STEP_SPEC)}
+    folders = (REPO / "tests" / "specs").glob(STEP_SPEC)
+    return {path.name.removeprefix("step_") for path in folders if path.is_dir()}
 
 
 def step_tasks() -> dict[str, str]:

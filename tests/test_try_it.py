@@ -104,7 +104,11 @@ def test_experiment_runs_as_a_notebook(
         timeout=CELL_TIMEOUT,
         resources={"metadata": {"path": str(script.parent)}},  # the kernel's working directory
     )
-    client.execute(env=env)
+    try:
+        client.execute(env=env)
+    finally:  # nbclient leaves a kernel it did not start running: each holds MAX
+        if manager.has_kernel:
+            manager.shutdown_kernel(now=True)
 
     outputs = [output for cell in notebook.cells for output in cell.get("outputs", [])]
     printed = "".join(
