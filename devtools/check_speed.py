@@ -105,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m devtools.check_speed", description=__doc__)
     parser.add_argument("--steps", nargs="*", help="the steps whose first check to time")
     parser.add_argument("--warm-only", action="store_true", help="only time `check all` warm")
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs of `check all`")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="timed runs of `check all` (0: none)"
+    )
     parser.add_argument(
         "--reading",
         type=float,
@@ -125,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
                 os.environ["XDG_CACHE_HOME"] = empty
                 print("First checks, empty caches, in step order:", flush=True)
                 print_first_checks(first_checks(numbers, args.reading))
+            if args.repeats < 1:  # --repeats 0: the first checks only
+                return 0
             times = check_all_seconds(args.repeats)
         print(
             f"\n`check all --solutions`, caches filled: median {statistics.median(times):.1f} s "
