@@ -18,6 +18,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,9 @@ from typing import Any
 from common import max_runtime
 
 PR_SET_PDEATHSIG = 1  # prctl(2)
+# A kernel MAX finds in its disk cache loads in well under a second; one that
+# takes longer is being compiled, and only then does the checker say so.
+COMPILE_NOTICE_AFTER = 2.0
 
 
 def die_with_parent() -> None:
@@ -38,8 +42,8 @@ def die_with_parent() -> None:
 
 
 def announce_compiles(send: Callable[[dict[str, Any]], None]) -> None:
-    """Tell the parent each time MAX begins compiling an eager kernel that is
-    in no cache (tens of seconds): the checker says so then, and only then."""
+    """Tell the parent when MAX is compiling an eager kernel that is in no
+    cache (tens of seconds): the checker says so then, and only then."""
     try:
         from max._interpreter_ops import gc_compile
     except Exception:  # a MAX without lazy kernel compiles: nothing to announce
@@ -47,13 +51,17 @@ def announce_compiles(send: Callable[[dict[str, Any]], None]) -> None:
     compile_target = gc_compile.compile_single_target
 
     def compiling(family: Any, *args: Any, **kwargs: Any) -> Any:
-        send({"compiling": str(getattr(family, "name", family))})
+        name = str(getattr(family, "name", family))
+        notice = threading.Timer(COMPILE_NOTICE_AFTER, send, [{"compiling": name}])
+        notice.daemon = True
         # The compile's time is MAX's, not the learner code's: the check's
         # time limit stops while it runs.
         remaining, _ = signal.setitimer(signal.ITIMER_REAL, 0)
+        notice.start()
         try:
             return compile_target(family, *args, **kwargs)
         finally:
+            notice.cancel()
             if remaining:
                 signal.setitimer(signal.ITIMER_REAL, remaining)
 
@@ -68,10 +76,13 @@ def main(requests_fd: int, answers_fd: int) -> None:
     logging.getLogger("max._eager_policy").setLevel(logging.ERROR)
     answers = os.fdopen(answers_fd, "w", buffering=1, encoding="utf-8")
 
+    writing = threading.Lock()  # the compile notice is sent from a timer's thread
+
     def send(message: dict[str, Any]) -> None:
-        sys.stdout.flush()  # what the learner printed comes out before the result
-        sys.stderr.flush()
-        answers.write(json.dumps(message) + "\n")
+        with writing:
+            sys.stdout.flush()  # what the learner printed comes out before the result
+            sys.stderr.flush()
+            answers.write(json.dumps(message) + "\n")
 
     from tests.checker.engine import load_spec, run_step, time_limit_for
 
