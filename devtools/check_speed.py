@@ -33,23 +33,15 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from pathlib import Path
 
 from common import max_runtime, steps
 from common.cli import ArgumentParser, exit_status
 from common.steps import REPO
+from devtools.bench.machine import cpu_name
 
 
 def machine() -> str:
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    return f"{cpu_name()}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 def first_checks(numbers: list[int], reading: float) -> list[tuple[int, float, bool, Counter]]:

@@ -44,21 +44,21 @@ def cache_key() -> str:
     return f"{base}|max {version}"
 
 
-def warmed() -> set[int]:
+def stamps() -> dict:
+    """{cache key: [steps warmed]}, or {} when the file is missing or unreadable."""
     try:
         stored = json.loads(STAMPS.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return set()
-    numbers = stored.get(cache_key(), []) if isinstance(stored, dict) else []
-    return {n for n in numbers if isinstance(n, int)}
+        return {}
+    return stored if isinstance(stored, dict) else {}
+
+
+def warmed() -> set[int]:
+    return {n for n in stamps().get(cache_key(), []) if isinstance(n, int)}
 
 
 def mark_warmed(number: int) -> None:
-    try:
-        stored = json.loads(STAMPS.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        stored = {}
-    stored = stored if isinstance(stored, dict) else {}
+    stored = stamps()
     key = cache_key()
     stored[key] = sorted(set(stored.get(key, [])) | {number})
     try:
@@ -74,9 +74,11 @@ def enabled() -> bool:
 def start(number: int) -> bool:
     """Warm steps `number` and the next in a background process, unless they
     are warm already; whether one was started."""
-    wanted = [n for n in (number, number + 1) if n in steps.numbers()]
-    todo = [n for n in wanted if n not in warmed()]
-    if not todo or not enabled():
+    if not enabled():
+        return False
+    done = warmed()
+    todo = [n for n in (number, number + 1) if n in steps.numbers() and n not in done]
+    if not todo:
         return False
     try:
         subprocess.Popen(
