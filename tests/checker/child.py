@@ -4,8 +4,9 @@ Started by tests/checker/isolate.py with two pipe file descriptors. It imports
 MAX once, says it is ready, then for each request
 ({"step": NN, "path": FILE}, one JSON line) runs that step's checks and
 answers, one JSON line each: the step's title, check names and time limit;
-the name of each check as it begins; {"compiling": FAMILY} when MAX starts to
-compile a kernel it has never compiled on this machine; the outcomes. The learner's code runs
+the name of each check as it begins; {"compiling": FAMILY} when a kernel
+takes MAX more than COMPILE_NOTICE_AFTER seconds (a compile, not a load from
+its disk cache); the outcomes. The learner's code runs
 here, so whatever it does to this process cannot reach the checker.
 """
 
