@@ -9,7 +9,6 @@ For the learner's commands (tests/check.py and tools/learn/):
     step_ladder             the step's own hints, for when no check has run yet
     placeholders_in         the `None` placeholders left in a file
     todo_regions            the `# TODO` ... `# END TODO` blocks of a file's text
-    compile_notice          the notice that MAX is compiling a kernel (once)
     report                  how outcomes print: icons, colours, the progress bar
 
 For the specs (tests/specs/): Step, Check, Context, Fail, load_spec and the
@@ -32,7 +31,7 @@ from .engine import (
 from .hints import step_ladder
 from .isolate import CheckProcess
 from .memo import recall as last_result
-from .session import check_all, check_step, compile_notice
+from .session import check_all, check_step
 from .source import Placeholder, placeholders_in, todo_regions
 
 __all__ = [
@@ -45,7 +44,6 @@ __all__ = [
     "Step",
     "check_all",
     "check_step",
-    "compile_notice",
     "expect_close",
     "expect_parameters",
     "expect_shape",
