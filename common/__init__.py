@@ -4,6 +4,8 @@
 - `cli`: the one error path of every command line (usage 2, failure 1).
 - `checkpoint`: a checkpoint directory's files, found (--weights or the hub),
   checked, and its tokenizer; `random_checkpoint` writes tiny random ones.
+- `gpt2_shapes`: GPT-2's parameter names and shapes, as the model holds them.
+- `sizes`: the small GPT-2 the checker and the experiments build.
 - `max_runtime`: starting MAX the same way in every process and its children.
 - `svg`: the few SVG shapes the book's figures and the attention map draw with.
 

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from common.checkpoint import CONFIG, GPT2, WEIGHTS
+from common.gpt2_shapes import lm_shapes
 
 # Hugging Face's GPT-2 stores these layers as Conv1D, weights [in, out].
 CONV1D_LAYERS = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
@@ -30,38 +31,13 @@ def is_conv1d_weight(name: str) -> bool:
     return name.endswith(".weight") and any(f".{layer}." in name for layer in CONV1D_LAYERS)
 
 
-def gpt2_shapes(config: Any) -> dict[str, tuple[int, ...]]:
-    """MaxGPT2LMHeadModel's parameters, in its order, with their shapes
-    (MAX's Linear: weight [out, in])."""
-    e, inner, vocab = config.n_embd, config.n_inner, config.vocab_size
-    block = {  # the weight of each layer of a block; its bias is [out]
-        "ln_1": (e,),
-        "attn.c_attn": (3 * e, e),
-        "attn.c_proj": (e, e),
-        "ln_2": (e,),
-        "mlp.c_fc": (inner, e),
-        "mlp.c_proj": (e, inner),
-    }
-    shapes = {
-        "transformer.wte.weight": (vocab, e),
-        "transformer.wpe.weight": (config.n_positions, e),
-    }
-    for i in range(config.n_layer):
-        for layer, weight in block.items():
-            shapes[f"transformer.h.{i}.{layer}.weight"] = weight
-            shapes[f"transformer.h.{i}.{layer}.bias"] = weight[:1]
-    shapes["transformer.ln_f.weight"] = shapes["transformer.ln_f.bias"] = (e,)
-    shapes["lm_head.weight"] = (vocab, e)
-    return shapes
-
-
 def random_gpt2_weights(config: Any, seed: int = 0, *, tied: bool = True) -> dict[str, np.ndarray]:
     """GPT-2-like random weights in the model's layout (MAX's Linear: [out, in]),
     named like MaxGPT2LMHeadModel's parameters: N(0, 0.02), layer-norm scales
     near 1. lm_head.weight is wte's table when `tied`, else a matrix of its own."""
     rng = np.random.default_rng(seed)
     weights = {}
-    for name, shape in gpt2_shapes(config).items():
+    for name, shape in lm_shapes(config).items():
         std, mean = (0.1, 1.0) if len(shape) == 1 and name.endswith(".weight") else (0.02, 0.0)
         weights[name] = (mean + std * rng.standard_normal(shape)).astype(np.float32)
     if tied:

@@ -2,55 +2,31 @@
 (common/sizes.py says why its sizes), parameter shapes, embedding tables.
 """
 
+from common.gpt2_shapes import (
+    block_shapes,
+    layer_norm_shapes,
+    linear_shapes,
+    lm_shapes,
+    model_shapes,
+)
 from common.sizes import SMALL_GPT2
 from solutions.solution_01 import GPT2Config
+
+# The shape tables live in common (the local random checkpoints are written in
+# them too); the specs take them from here, beside the rest.
+__all__ = [
+    "block_shapes",
+    "layer_norm_shapes",
+    "linear_shapes",
+    "lm_shapes",
+    "model_shapes",
+]
 
 BATCH, SEQ = 2, 7
 
 
 def small_config(**overrides: float) -> GPT2Config:
     return GPT2Config(**{**SMALL_GPT2, **overrides})
-
-
-def linear_shapes(name: str, in_dim: int, out_dim: int, bias: bool = True) -> dict:
-    shapes = {f"{name}.weight": (out_dim, in_dim)}
-    if bias:
-        shapes[f"{name}.bias"] = (out_dim,)
-    return shapes
-
-
-def layer_norm_shapes(name: str, dim: int) -> dict:
-    return {f"{name}.weight": (dim,), f"{name}.bias": (dim,)}
-
-
-def block_shapes(config: GPT2Config, prefix: str = "") -> dict:
-    e, inner = config.n_embd, config.n_inner
-    return {
-        **layer_norm_shapes(f"{prefix}ln_1", e),
-        **linear_shapes(f"{prefix}attn.c_attn", e, 3 * e),
-        **linear_shapes(f"{prefix}attn.c_proj", e, e),
-        **layer_norm_shapes(f"{prefix}ln_2", e),
-        **linear_shapes(f"{prefix}mlp.c_fc", e, inner),
-        **linear_shapes(f"{prefix}mlp.c_proj", inner, e),
-    }
-
-
-def model_shapes(config: GPT2Config, prefix: str = "") -> dict:
-    shapes = {
-        f"{prefix}wte.weight": (config.vocab_size, config.n_embd),
-        f"{prefix}wpe.weight": (config.n_positions, config.n_embd),
-    }
-    for i in range(config.n_layer):
-        shapes.update(block_shapes(config, f"{prefix}h.{i}."))
-    return {**shapes, **layer_norm_shapes(f"{prefix}ln_f", config.n_embd)}
-
-
-def lm_shapes(config: GPT2Config) -> dict:
-    """MaxGPT2LMHeadModel's parameters: the transformer and the (tied) head."""
-    return {
-        **model_shapes(config, "transformer."),
-        "lm_head.weight": (config.vocab_size, config.n_embd),
-    }
 
 
 def tied_lm_weights(
