@@ -68,16 +68,18 @@ def expect_close(
     mistakes: Mapping[str, np.ndarray] | None = None,
     hint: str | None = None,
     rtol: float = RTOL,
+    model: str = "GPT-2",
 ) -> None:
     """Pass when `value` matches `expected`; otherwise fail, naming the first
     mistake in `mistakes` ({explanation: what that mistake computes}) that
-    reproduces the learner's numbers."""
+    reproduces the learner's numbers. `model` is what the numbers should match
+    ("Llama" in Part II)."""
     actual = to_numpy(value, what)
     if close(actual, expected, rtol):
         return
     for explanation, wrong in (mistakes or {}).items():
         if close(actual, np.asarray(wrong), rtol):
-            raise Fail(f"{what} does not match GPT-2.", explanation)
+            raise Fail(f"{what} does not match {model}.", explanation)
     expect_shape(actual, expected.shape, what, hint)
     if np.isnan(actual).any():
         raise Fail(
