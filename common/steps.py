@@ -35,6 +35,11 @@ TITLES = {
     16: "Compiling the model",
     17: "A KV cache",
     18: "Serving GPT-2 with max serve",
+    # Part II: from GPT-2 to the models people run today.
+    19: "Rotary position embeddings",
+    20: "RMSNorm and the SwiGLU MLP",
+    21: "Grouped-query attention",
+    22: "Sliding-window attention",
 }
 
 
