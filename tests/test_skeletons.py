@@ -154,3 +154,22 @@ def test_a_spelled_out_call_is_found() -> None:
     ]
     assert spelled_out_calls(calls, "# normalize with F.layer_norm, over the last axis") == []
     assert spelled_out_calls(calls, "# F.layer_norm(...) and Tensor.arange()") == []
+
+
+def test_placeholders_take_the_shape_of_the_code_needed(tmp_path: Path) -> None:
+    """A blank can be a value, a condition or an error's message; a None that is
+    real code (a default, a keyword argument) is not a blank."""
+    path = tmp_path / "step.py"
+    path.write_text(
+        "def f(x, y=None):\n"
+        "    # TODO: fill in\n"
+        "    if None:\n"
+        "        x = g(x, key=None)\n"
+        "    elif None:\n"
+        "        raise ValueError(None)\n"
+        "    raise ValueError('done')\n"
+        "    return None\n"
+        "    # END TODO\n"
+    )
+    found = [blank.line for blank in source.placeholders(path, ast.parse(path.read_text()))]
+    assert found == [3, 5, 6, 8]

@@ -49,13 +49,18 @@ def todo_regions(source: str) -> list[tuple[int, int, str]]:
 
 
 def _is_placeholder(node: ast.AST) -> bool:
-    """`x = None`, `x: T = None` and `return None` are the skeletons' blanks.
+    """`x = None`, `x: T = None`, `return None`, `if None:` (and `elif None:`) and
+    `raise SomeError(None)` are the skeletons' blanks.
 
     A None anywhere else (a keyword argument, a default) is real code.
     """
     value = None
     if isinstance(node, (ast.Assign, ast.AnnAssign, ast.Return)):
         value = node.value
+    elif isinstance(node, ast.If):
+        value = node.test
+    elif isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
+        return len(node.exc.args) == 1 and _is_none(node.exc.args[0])
     if isinstance(value, ast.Tuple):  # `a, b = None, None`
         return bool(value.elts) and all(_is_none(v) for v in value.elts)
     return _is_none(value)
