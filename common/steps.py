@@ -40,6 +40,7 @@ TITLES = {
     20: "RMSNorm and the SwiGLU MLP",
     21: "Grouped-query attention",
     22: "Sliding-window attention",
+    23: "A Llama-style model",
 }
 
 

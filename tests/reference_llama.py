@@ -229,6 +229,27 @@ def gqa_attention(
 # the Llama-style decoder (step 23)
 
 
+def decoder_layer(
+    w: Weights,
+    x: np.ndarray,
+    num_heads: int,
+    num_kv_heads: int,
+    theta: float,
+    eps: float,
+    prefix: str = "",
+    *,
+    window: int | None = None,
+) -> np.ndarray:
+    """LlamaDecoderLayer: x + attention(RMSNorm(x)), then + SwiGLU(RMSNorm(x))."""
+    normed = rms_norm(x, w[prefix + "input_layernorm.weight"], eps)
+    attended, _, _ = gqa_attention(
+        w, normed, num_heads, num_kv_heads, theta, prefix=prefix + "self_attn.", window=window
+    )
+    x = x + attended
+    normed = rms_norm(x, w[prefix + "post_attention_layernorm.weight"], eps)
+    return x + swiglu_mlp(w, normed, prefix + "mlp.")
+
+
 def llama_logits(
     w: Weights,
     input_ids: np.ndarray,
@@ -247,14 +268,9 @@ def llama_logits(
     checkpoint ties them (no lm_head.weight)."""
     x = w["model.embed_tokens.weight"][input_ids]
     for i in range(num_layers):
-        prefix = f"model.layers.{i}."
-        normed = rms_norm(x, w[prefix + "input_layernorm.weight"], eps)
-        attended, _, _ = gqa_attention(
-            w, normed, num_heads, num_kv_heads, theta, prefix=prefix + "self_attn.", window=window
+        x = decoder_layer(
+            w, x, num_heads, num_kv_heads, theta, eps, f"model.layers.{i}.", window=window
         )
-        x = x + attended
-        normed = rms_norm(x, w[prefix + "post_attention_layernorm.weight"], eps)
-        x = x + swiglu_mlp(w, normed, prefix + "mlp.")
     x = rms_norm(x, w["model.norm.weight"], eps)
     head = w.get("lm_head.weight", w["model.embed_tokens.weight"])
     return x @ head.T

@@ -249,7 +249,7 @@ def expect_parameters(module: Any, expected: dict[str, tuple[int, ...]]) -> None
         if extra:
             lines.append("unexpected: " + ", ".join(extra))
         raise Fail(
-            "parameter names differ from GPT-2's: " + "; ".join(lines),
+            "parameter names differ from the checkpoint's: " + "; ".join(lines),
             "Use the attribute names from the TODOs: pretrained weights load by name.",
         )
     for name, shape in expected.items():
