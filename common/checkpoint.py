@@ -10,8 +10,9 @@ name, through the local Hugging Face cache. Every problem is a
 `common.cli.Failure` of one line that names the file or the model and says
 what to do.
 
-- `resolve(weights, model)`: the directory a command runs on, checked.
-- `check_directory(directory)`: that directory if it holds a whole checkpoint.
+- `resolve(weights, model, kinds)`: the directory a command runs on, checked.
+- `check_directory(directory, kinds)`: that directory if it holds a whole
+  checkpoint of one of the kinds the command runs (GPT-2 unless it says more).
 - `hub_directory(model)`: the hub model's snapshot, cached or downloaded.
 - `model_type(directory)`: the kind of model, read from config.json in this one place.
 - `Tokenizer(directory)`: the one tokenizer loader (encode, decode).
@@ -37,9 +38,11 @@ TOKENIZER_FORMS = ((TOKENIZER,), (VOCAB, MERGES))
 # What a hub download fetches: everything a checkpoint may hold, nothing else
 # (a hub repository also carries torch, TensorFlow and Flax copies of the weights).
 FILES = (CONFIG, WEIGHTS, *(name for form in TOKENIZER_FORMS for name in form))
-# The kinds of model (config.json's `model_type`) the command lines run. A
+# The kinds of model (config.json's `model_type`) the command lines run: GPT-2
+# everywhere, Llama-style models (Part II, step 23) in tools.generate. A
 # checkpoint without the field is taken for GPT-2, as the tutorial's loader takes it.
 GPT2 = "gpt2"
+LLAMA = "llama"
 MODEL_TYPES = (GPT2,)
 NEEDS = (
     f"a checkpoint directory needs {CONFIG}, the weights as {WEIGHTS} and the tokenizer "
@@ -95,18 +98,18 @@ def model_type(directory: Path) -> str:
     return str(read_config(directory).get("model_type", GPT2))
 
 
-def check_directory(directory: Path) -> Path:
-    """`directory` if it holds a whole checkpoint of a kind we run, else a Failure."""
+def check_directory(directory: Path, kinds: Sequence[str] = MODEL_TYPES) -> Path:
+    """`directory` if it holds a whole checkpoint of one of `kinds`, else a Failure."""
     if not directory.is_dir():
         raise Failure(f"--weights {directory}: no such directory.")
     lacking = missing(directory)
     if lacking:
         raise Failure(f"{lacking}: {NEEDS}.")
     kind = model_type(directory)
-    if kind not in MODEL_TYPES:
+    if kind not in kinds:
         raise Failure(
-            f"{directory / CONFIG} is for a {kind!r} model; these commands run "
-            f"{', '.join(repr(known) for known in MODEL_TYPES)} checkpoints."
+            f"{directory / CONFIG} is for a {kind!r} model; this command runs "
+            f"{' and '.join(repr(known) for known in kinds)} checkpoints."
         )
     return directory
 
@@ -136,10 +139,12 @@ def hub_directory(model: str) -> Path:
         ) from None
 
 
-def resolve(weights: Path | None, model: str = DEFAULT_MODEL) -> Path:
+def resolve(
+    weights: Path | None, model: str = DEFAULT_MODEL, kinds: Sequence[str] = MODEL_TYPES
+) -> Path:
     """The checkpoint directory a command runs on: `weights` (--weights) when
     given, else the snapshot of the hub's `model` (--model); checked either way."""
-    return check_directory(hub_directory(model) if weights is None else weights)
+    return check_directory(hub_directory(model) if weights is None else weights, kinds)
 
 
 # -- the tokenizer --------------------------------------------------------------------

@@ -1,6 +1,7 @@
-"""Small GPT-2 checkpoints made locally, for tests that must not download, with
-torch and transformers (hf_model, write_checkpoint); common/random_checkpoint.py
-writes them with NumPy and safetensors only."""
+"""Small GPT-2 and Llama checkpoints made locally, for tests that must not
+download, with torch and transformers (hf_model, write_checkpoint,
+hf_llama); common/random_checkpoint.py writes GPT-2 ones with NumPy and
+safetensors only."""
 
 from __future__ import annotations
 
@@ -49,6 +50,36 @@ def write_checkpoint(directory: Path, model=None, **config) -> Path:
     model.save_pretrained(directory)
     write_tokenizer(directory, vocab_size=min(300, model.config.vocab_size))
     return directory
+
+
+def hf_llama(seed: int = 0, **config):
+    """A random Hugging Face LlamaForCausalLM (torch), eval mode: 4 query heads
+    sharing 2 key/value heads, weights large enough that every part counts."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    sizes = dict(
+        vocab_size=300,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        rope_theta=5000.0,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(LlamaConfig(**{**sizes, **config})).eval()
+    with torch.no_grad():
+        for param in model.parameters():
+            if param.ndim == 1:  # Llama has no biases: a 1-D parameter is a norm's scale
+                param.copy_(1 + 0.1 * torch.randn_like(param))
+            else:
+                param.normal_(0, 0.1)
+    return model
 
 
 def run_tool(module: str, *args: str, timeout: float, **env: str):

@@ -100,8 +100,12 @@ def test_another_kind_of_model_is_refused(whole: Path, tmp_path: Path) -> None:
     config = directory / checkpoint.CONFIG
     config.write_text(config.read_text().replace('"gpt2"', '"llama"'))
     assert checkpoint.model_type(directory) == "llama"
-    with pytest.raises(Failure, match="is for a 'llama' model; these commands run 'gpt2'"):
+    with pytest.raises(Failure, match="is for a 'llama' model; this command runs 'gpt2'"):
         checkpoint.check_directory(directory)
+    assert checkpoint.check_directory(directory, (checkpoint.GPT2, checkpoint.LLAMA)) == directory
+    config.write_text(config.read_text().replace('"llama"', '"qwen3"'))
+    with pytest.raises(Failure, match="'qwen3' model; this command runs 'gpt2' and 'llama'"):
+        checkpoint.check_directory(directory, (checkpoint.GPT2, checkpoint.LLAMA))
 
 
 def test_a_broken_config_is_one_line(whole: Path, tmp_path: Path) -> None:

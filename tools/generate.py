@@ -2,7 +2,9 @@
 
 Loads a GPT-2 checkpoint (safetensors, no torch), builds the model from
 solutions/ (or from your own steps/ with --steps), and streams the tokens as
-they come, then prints how fast it went.
+they come, then prints how fast it went. A Llama-style checkpoint (config.json's
+model_type "llama": SmolLM2, Llama 3.2 and their relatives) runs on Part II's
+model, step 23's, compiled with its cache.
 """
 
 from __future__ import annotations
@@ -209,18 +211,49 @@ def compiled_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str]
     return decode_stream(tokenizer, tokens), config
 
 
+def llama_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str], object]:
+    """A Llama-style checkpoint on step 23's model, compiled with its KV cache."""
+    from solutions.solution_14 import decode_stream
+    from solutions.solution_23 import compile_llama, generate_llama, load_llama
+
+    gpt2_only = [flag for flag, on in TUTORIAL_FLAGS.items() if getattr(args, on)]
+    if args.device == "gpu" or args.dtype != "float32":
+        gpt2_only.append("--device gpu / --dtype bfloat16")
+    if gpt2_only:
+        raise UsageError(
+            f"{directory / checkpoint.CONFIG} is a Llama-style model, which runs on step 23's "
+            f"compiled model (CPU, float32); {gpt2_only[0]} is for GPT-2 only: drop it."
+        )
+    model = checkpoint_model(directory, load_llama)
+    check_fits(args, tokenizer, model.config, cached=True)
+    prompt_ids = tokenizer.encode(args.prompt)
+    with progress(
+        "compiling the model (step 23, float32 on cpu)",
+        note="the first time on a machine: a few minutes; then seconds",
+    ):
+        forward = compile_llama(model)
+    print(file=sys.stderr, flush=True)
+    tokens = generate_llama(forward, model.config, prompt_ids, args.max_new_tokens, **sampling)
+    return decode_stream(tokenizer, tokens), model.config
+
+
 def check_fits(args, tokenizer: Tokenizer, config, *, cached: bool) -> None:
     prompt_length = len(tokenizer.encode(args.prompt))
-    if prompt_length > config.n_positions:
+    # GPT-2's config calls its context n_positions; a Llama config max_position_embeddings.
+    context = getattr(config, "n_positions", None) or config.max_position_embeddings
+    if prompt_length > context:
         raise UsageError(
-            f"the prompt is {prompt_length} tokens; the model's context window is "
-            f"{config.n_positions}."
+            f"the prompt is {prompt_length} tokens; the model's context window is {context}."
         )
-    if cached and prompt_length + args.max_new_tokens > config.n_positions:
+    if cached and prompt_length + args.max_new_tokens > context:
         raise UsageError(
             f"the prompt ({prompt_length} tokens) plus --max-new-tokens ({args.max_new_tokens}) "
-            f"exceeds the context window ({config.n_positions}); ask for fewer tokens, or use "
-            "--eager, which slides the window."
+            f"exceeds the context window ({context}); ask for fewer tokens"
+            + (
+                ", or use --eager, which slides the window."
+                if hasattr(config, "n_positions")
+                else "."
+            )
         )
     if not args.greedy and args.top_k is not None and args.top_k > config.vocab_size:
         raise UsageError(f"--top-k must be at most the vocabulary size, {config.vocab_size}.")
@@ -228,13 +261,16 @@ def check_fits(args, tokenizer: Tokenizer, config, *, cached: bool) -> None:
 
 def run(args: argparse.Namespace) -> None:
     validate(args)
-    directory = checkpoint.resolve(args.weights, args.model)
+    directory = checkpoint.resolve(args.weights, args.model, (checkpoint.GPT2, checkpoint.LLAMA))
     tokenizer = Tokenizer(directory)
     sampling = dict(
         do_sample=not args.greedy, temperature=args.temperature, top_k=args.top_k, seed=args.seed
     )
     started = time.perf_counter()
-    produce = eager_pieces if args.eager or args.steps else compiled_pieces
+    if checkpoint.model_type(directory) == checkpoint.LLAMA:
+        produce = llama_pieces
+    else:
+        produce = eager_pieces if args.eager or args.steps else compiled_pieces
     pieces, _ = produce(args, directory, tokenizer, sampling)
     setup_seconds = time.perf_counter() - started
 

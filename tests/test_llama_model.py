@@ -1,0 +1,141 @@
+"""Step 23's model (solutions/solution_23.py) on Llama checkpoints made here:
+compiled with its cache, its logits and greedy tokens equal transformers'
+LlamaForCausalLM; the loader reads bfloat16 and float32 safetensors without
+torch and refuses what it cannot run in one line; tools.generate runs a
+Llama checkpoint end to end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from solutions.solution_15 import CheckpointError
+from solutions.solution_23 import (
+    compile_llama,
+    empty_cache,
+    generate_llama,
+    load_llama,
+    read_safetensors,
+)
+from tests.checker.compare import close
+from tests.fixtures import hf_llama, run_tool, write_tokenizer
+
+PROMPT = [5, 17, 42, 7, 99, 3]
+
+
+def save(model, directory: Path, dtype=torch.float32) -> Path:
+    model.to(dtype).save_pretrained(directory)
+    model.float()
+    write_tokenizer(directory, vocab_size=model.config.vocab_size)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def tied(tmp_path_factory) -> tuple[object, Path]:
+    model = hf_llama(seed=1)
+    return model, save(model, tmp_path_factory.mktemp("tied"))
+
+
+@pytest.fixture(scope="module")
+def compiled(tied):
+    model = load_llama(tied[1])
+    return model, compile_llama(model)
+
+
+def test_compiled_logits_equal_transformers(tied, compiled) -> None:
+    hf, _ = tied
+    model, forward = compiled
+    ids = np.asarray([PROMPT], dtype=np.int64)
+    from max.experimental.tensor import Tensor
+
+    logits, keys, _ = forward(Tensor(ids), *empty_cache(model.config))
+    with torch.no_grad():
+        want = hf(torch.tensor(ids)).logits.numpy()
+    assert close(np.asarray(logits.to_numpy()), want, rtol=1e-4, atol=1e-5)
+    assert tuple(int(d) for d in keys.shape) == (2, 1, 2, len(PROMPT), 16)
+
+
+def test_greedy_tokens_equal_transformers(tied, compiled) -> None:
+    hf, _ = tied
+    model, forward = compiled
+    ours = list(generate_llama(forward, model.config, PROMPT, 12))
+    with torch.no_grad():
+        theirs = hf.generate(torch.tensor([PROMPT]), max_new_tokens=12, do_sample=False)
+    assert ours == theirs[0, len(PROMPT) :].tolist()
+
+
+def test_an_untied_head_loads_its_own_weights(tmp_path: Path) -> None:
+    from max.experimental.tensor import Tensor
+
+    hf = hf_llama(seed=2, tie_word_embeddings=False)
+    model = load_llama(save(hf, tmp_path))
+    ids = np.asarray([PROMPT], dtype=np.int64)
+    logits, _, _ = model(Tensor(ids), *empty_cache(model.config))
+    with torch.no_grad():
+        want = hf(torch.tensor(ids)).logits.numpy()
+    assert close(np.asarray(logits.to_numpy()), want, rtol=1e-4, atol=1e-5)
+
+
+def test_bfloat16_is_widened_exactly(tmp_path: Path) -> None:
+    hf = hf_llama(seed=3)
+    save(hf, tmp_path, torch.bfloat16)
+    tensors = read_safetensors(tmp_path / "model.safetensors")
+    want = hf.to(torch.bfloat16).float().state_dict()["model.layers.0.mlp.up_proj.weight"]
+    assert np.array_equal(tensors["model.layers.0.mlp.up_proj.weight"], want.numpy())
+
+
+def edit_config(directory: Path, **changes) -> None:
+    path = directory / "config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+
+
+@pytest.mark.parametrize(
+    ("changes", "said"),
+    [
+        (
+            {"rope_parameters": {"rope_type": "llama3", "rope_theta": 5e5}},
+            "'llama3' rotary scaling",
+        ),
+        ({"sliding_window": 4}, "sliding window of 4"),
+        ({"attention_bias": True}, "biases"),
+        ({"hidden_act": "gelu"}, "'gelu'"),
+        ({"num_key_value_heads": 4}, "self_attn.k_proj.weight has shape [32, 64]"),
+    ],
+)
+def test_a_checkpoint_it_cannot_run_is_named(tmp_path: Path, changes: dict, said: str) -> None:
+    save(hf_llama(seed=4), tmp_path)
+    edit_config(tmp_path, **changes)
+    with pytest.raises(CheckpointError, match=__import__("re").escape(said)):
+        load_llama(tmp_path)
+
+
+def test_generate_runs_a_llama_checkpoint(tied) -> None:
+    _, directory = tied
+    result = run_tool(
+        "tools.generate",
+        "--weights",
+        str(directory),
+        "--prompt",
+        "The quick brown fox",
+        "--max-new-tokens",
+        "5",
+        "--greedy",
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("The quick brown fox")
+    assert "5 tokens in" in result.stderr
+
+
+def test_generate_refuses_gpt2_only_flags_for_llama(tied) -> None:
+    _, directory = tied
+    result = run_tool(
+        "tools.generate", "--weights", str(directory), "--prompt", "Hi", "--eager", timeout=120
+    )
+    assert result.returncode == 2
+    assert "Llama-style model" in result.stderr and "--eager" in result.stderr
+    assert "Traceback" not in result.stderr
