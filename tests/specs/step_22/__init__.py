@@ -1,0 +1,271 @@
+"""Checks for step 22: sliding-window attention and the rolling buffer."""
+
+import numpy as np
+
+from tests import reference_llama as ref
+from tests.checker import Check, Context, Fail, Step, expect_close, expect_shape, tensor, to_numpy
+
+WINDOW = 3
+BATCH, HEADS, HEAD_DIM = 2, 2, 4
+
+
+def band(seq: int, num_tokens: int, lower: int | None, upper: int | None) -> np.ndarray:
+    """step 02's band_part on a [seq, num_tokens + seq] matrix of -inf: 0 where
+    row - column <= lower and column - row <= upper (None: no limit)."""
+    rows = np.arange(seq)[:, None]
+    cols = np.arange(num_tokens + seq)[None, :]
+    inside = np.ones((seq, num_tokens + seq), dtype=bool)
+    if lower is not None:
+        inside &= rows - cols <= lower
+    if upper is not None:
+        inside &= cols - rows <= upper
+    return np.where(inside, 0.0, -np.inf)
+
+
+def window_mask(seq: int, num_tokens: int, window: int) -> np.ndarray:
+    """New token i (column num_tokens + i) sees that column and the window - 1 before it."""
+    return band(seq, num_tokens, window - 1 - num_tokens, num_tokens)
+
+
+def wrong_masks(seq: int, n: int) -> dict[str, np.ndarray]:
+    return {
+        f"The window is one too wide: each token sees itself and window - 1 = {WINDOW - 1} "
+        f"tokens before it, {WINDOW} in all, not {WINDOW + 1}.": window_mask(seq, n, WINDOW + 1),
+        f"The window is one too narrow: each token sees itself and window - 1 = {WINDOW - 1} "
+        f"tokens before it, {WINDOW} in all, not {WINDOW - 1}.": window_mask(seq, n, WINDOW - 1),
+        "There is no window: this is step 02's causal mask. Limit how far below the "
+        "diagonal the band reaches.": band(seq, n, None, n),
+        "The band is on the wrong side of the diagonal: a token sees the tokens after it. "
+        "The band reaches below the diagonal (the past), and above it only as far as the "
+        "cache shifts the diagonal.": band(seq, n, n, WINDOW - 1 - n),
+        "The band ignores the cache: the cached columns shift the diagonal right by "
+        "num_tokens, so the band reaches num_tokens further above it and num_tokens less "
+        "far below.": band(seq, n, WINDOW - 1, n),
+        "The band ignores the cache above the diagonal: the new tokens sit num_tokens "
+        "columns right of it and must see themselves.": band(seq, n, WINDOW - 1 - n, 0),
+    }
+
+
+def expect_mask(ctx: Context, seq: int, n: int) -> None:
+    from max.driver import CPU
+    from max.dtype import DType
+
+    got = ctx.call(
+        "sliding_window_mask",
+        ctx.get("sliding_window_mask"),
+        seq,
+        n,
+        WINDOW,
+        dtype=DType.float32,
+        device=CPU(),
+    )
+    what = f"sliding_window_mask({seq}, {n}, window={WINDOW})"
+    expect_shape(
+        got, (seq, n + seq), what, "One row per new token, one column per cached or new token."
+    )
+    expect_close(got, window_mask(seq, n, WINDOW), what, wrong_masks(seq, n), model="Mistral")
+
+
+def band_without_cache(ctx: Context) -> None:
+    expect_mask(ctx, 7, 0)
+
+
+def band_after_cache(ctx: Context) -> None:
+    expect_mask(ctx, 4, 2)
+    expect_mask(ctx, 1, WINDOW - 1)
+
+
+def qkv(ctx: Context, seq: int):
+    return [ctx.normal(BATCH, HEADS, seq, HEAD_DIM) for _ in range(3)]
+
+
+def cache_keeps_the_window(ctx: Context) -> None:
+    attend = ctx.get("sliding_window_attention")
+    q, k, v = qkv(ctx, 9)
+    want = ref.causal_attention(q, k, v, 0, window=WINDOW)
+    past_k = past_v = np.zeros((BATCH, HEADS, 0, HEAD_DIM), np.float32)
+    done = 0
+    for seq in (5, 1, 3):
+        new = [t[:, :, done : done + seq] for t in (q, k, v)]
+        result = ctx.call(
+            "sliding_window_attention",
+            attend,
+            *(tensor(t) for t in new),
+            tensor(past_k),
+            tensor(past_v),
+            WINDOW,
+        )
+        if not isinstance(result, tuple) or len(result) != 3:
+            raise Fail(
+                f"sliding_window_attention returned {type(result).__name__}, expected "
+                "(output, key, value).",
+            )
+        out, got_k, got_v = result
+        seen = done + seq
+        expect_close(
+            out,
+            want[:, :, done:seen],
+            f"the output for tokens {done}..{seen - 1}",
+            model="Mistral",
+        )
+        kept = min(seen, WINDOW - 1)
+        for name, got, full in (("key", got_k, k), ("value", got_v, v)):
+            array = to_numpy(got, f"the {name} cache")
+            if array.shape[2] != kept:
+                raise Fail(
+                    f"After {seen} tokens the {name} cache holds {array.shape[2]} of them; the "
+                    f"next token sees itself and window - 1 = {WINDOW - 1} before it, so keep "
+                    f"the last {kept}.",
+                    "Keep the grown cache from index (tokens so far) - (window - 1), or from 0 "
+                    "while there are fewer.",
+                )
+            expect_close(
+                array,
+                full[:, :, seen - kept : seen],
+                f"the {name} cache after {seen} tokens",
+                {
+                    f"The {name} cache keeps the oldest tokens; the next token needs the "
+                    "newest: keep the end of the grown cache.": full[:, :, :kept]
+                },
+                model="Mistral",
+            )
+        past_k, past_v = to_numpy(got_k, "the key cache"), to_numpy(got_v, "the value cache")
+        done = seen
+
+
+def ring(num_written: int, values: np.ndarray) -> np.ndarray:
+    """The rolling buffer after writing tokens 0 .. num_written - 1 of `values`."""
+    buffer = np.zeros((BATCH, HEADS, WINDOW, HEAD_DIM), np.float32)
+    for position in range(num_written):
+        buffer[:, :, position % WINDOW] = values[:, :, position]
+    return buffer
+
+
+def ring_writes_slots(ctx: Context) -> None:
+    write = ctx.get("ring_write")
+    values = ctx.normal(BATCH, HEADS, 2 * WINDOW + 1, HEAD_DIM)
+    buffer = np.zeros((BATCH, HEADS, WINDOW, HEAD_DIM), np.float32)
+    for position in range(values.shape[2]):
+        new = values[:, :, position : position + 1]
+        try:
+            got = ctx.call("ring_write", write, tensor(buffer), tensor(new), position)
+        except Fail as failure:
+            if position < WINDOW:
+                raise
+            raise Fail(
+                failure.message,
+                f"A buffer of {WINDOW} slots has no slot {position}: the slot is "
+                "position % window, which wraps round to slot 0 after the last.",
+            ) from failure
+        what = f"the buffer after ring_write(position={position})"
+        expect_shape(
+            got,
+            buffer.shape,
+            what,
+            f"The buffer keeps its {WINDOW} slots: the token at position p replaces slot "
+            "p % window.",
+        )
+        shifted = buffer.copy()
+        shifted[:, :, (position + 1) % WINDOW] = values[:, :, position]
+        expect_close(
+            got,
+            ring(position + 1, values),
+            what,
+            {
+                f"Position {position} went to slot {(position + 1) % WINDOW}; it belongs in "
+                f"slot {position} % {WINDOW} = {position % WINDOW}.": shifted
+            },
+            model="Mistral",
+        )
+        buffer = to_numpy(got, what)
+
+
+def ring_reads_oldest_first(ctx: Context) -> None:
+    read = ctx.get("ring_read")
+    values = ctx.normal(BATCH, HEADS, 2 * WINDOW + 2, HEAD_DIM)
+    for num_seen in (2, WINDOW, WINDOW + 2, 2 * WINDOW + 1):
+        buffer = ring(num_seen, values)
+        kept = min(num_seen, WINDOW)
+        want = values[:, :, num_seen - kept : num_seen]
+        what = f"ring_read after {num_seen} tokens (window {WINDOW})"
+        got = ctx.call("ring_read", read, tensor(buffer), num_seen)
+        expect_shape(
+            got,
+            want.shape,
+            what,
+            f"The last min(num_seen, window) tokens: {kept} here.",
+        )
+        oldest = num_seen % WINDOW
+        expect_close(
+            got,
+            want,
+            what,
+            {
+                f"The buffer is read in slot order after it wrapped: after {num_seen} tokens "
+                f"the oldest sits in slot {num_seen} % {WINDOW} = {oldest}; read from there "
+                "round to the slot before it.": buffer,
+            },
+            model="Mistral",
+        )
+
+
+SEES_ITSELF = (
+    "The new token does not see itself: store it in the buffers first, then read the "
+    "position + 1 tokens written so far."
+)
+
+
+def decodes_like_full_attention(ctx: Context) -> None:
+    decode = ctx.get("ring_decode")
+    length = 2 * WINDOW + 1
+    q, k, v = qkv(ctx, length)
+    want = ref.causal_attention(q, k, v, 0, window=WINDOW)
+    buffer_k = buffer_v = np.zeros((BATCH, HEADS, WINDOW, HEAD_DIM), np.float32)
+    for p in range(length):
+        one = [tensor(np.ascontiguousarray(t[:, :, p : p + 1])) for t in (q, k, v)]
+        result = ctx.call("ring_decode", decode, *one, tensor(buffer_k), tensor(buffer_v), p)
+        if not isinstance(result, tuple) or len(result) != 3:
+            raise Fail(
+                f"ring_decode returned {type(result).__name__}, expected (output, key "
+                "buffer, value buffer).",
+            )
+        out, buffer_k, buffer_v = result
+        what = f"ring_decode's output for the token at position {p}"
+        mistakes = {}
+        if 0 < p < WINDOW:
+            older = ref.causal_attention(q[:, :, p : p + 1], k[:, :, :p], v[:, :, :p], p - 1)
+            mistakes[SEES_ITSELF] = older
+        hint = (
+            "At position 0 the new token is the only one to attend to, so the output is its "
+            "own value: is it stored before the buffers are read, and read with them?"
+            if p == 0
+            else None
+        )
+        expect_close(out, want[:, :, p : p + 1], what, mistakes, hint, model="Mistral")
+        buffer_k = to_numpy(buffer_k, "the key buffer")
+        buffer_v = to_numpy(buffer_v, "the value buffer")
+
+
+STEP = Step(
+    number=22,
+    required={
+        "sliding_window_mask": [],
+        "sliding_window_attention": [],
+        "ring_write": [],
+        "ring_read": [],
+        "ring_decode": [],
+    },
+    checks=[
+        Check("each token sees itself and the window - 1 tokens before it", band_without_cache),
+        Check("the band moves with the cache", band_after_cache),
+        Check("the cache keeps only the last window - 1 tokens", cache_keeps_the_window),
+        Check("ring_write stores position p in slot p % window", ring_writes_slots),
+        Check(
+            "ring_read gives the oldest token first, after the buffer wraps",
+            ring_reads_oldest_first,
+        ),
+        Check(
+            "decoding from the buffer equals attention over the window", decodes_like_full_attention
+        ),
+    ],
+)

@@ -1,0 +1,94 @@
+"""The mistakes step 22's checks must name: plausible learner edits of
+solutions/solution_22.py, each with a phrase the failing check's message
+or hint must contain (tests/test_checkers.py, devtools/mutate)."""
+
+from tests.mistakes import Mutant, m
+
+BELOW = "below = min(window - 1 - num_tokens, sequence_length - 1)"
+BAND = "return F.band_part(mask, num_lower=below, num_upper=num_tokens, exclude=True)"
+KEEP = "keep_from = max(0, num_cached + seq_length - (window - 1))"
+READ_WRAPPED = "return F.concat([buffer[:, :, oldest:], buffer[:, :, :oldest]], axis=2)"
+
+MISTAKES = [
+    m(
+        "window one too wide",
+        BELOW,
+        "below = min(window - num_tokens, sequence_length - 1)",
+        "one too wide",
+    ),
+    m(
+        "window one too narrow",
+        BELOW,
+        "below = min(window - 2 - num_tokens, sequence_length - 1)",
+        "one too narrow",
+    ),
+    m(
+        "no window",
+        BAND,
+        "return F.band_part(mask, num_lower=None, num_upper=num_tokens, exclude=True)",
+        "no window",
+    ),
+    m(
+        "band on the wrong side",
+        BAND,
+        "return F.band_part(mask, num_lower=num_tokens, num_upper=below, exclude=True)",
+        "wrong side",
+    ),
+    m(
+        "band ignores the cache offset",
+        BELOW,
+        "below = min(window - 1, sequence_length - 1)",
+        "ignores the cache",
+    ),
+    m(
+        "nothing above the diagonal",
+        BAND,
+        "return F.band_part(mask, num_lower=below, num_upper=0, exclude=True)",
+        "ignores the cache above",
+    ),
+    m(
+        "cache keeps a whole window",
+        KEEP,
+        "keep_from = max(0, num_cached + seq_length - window)",
+        "keep the last",
+    ),
+    m("cache keeps everything", KEEP, "keep_from = 0", "keep the last"),
+    Mutant(
+        "cache keeps the oldest tokens",
+        (
+            (KEEP, "keep_until = min(num_cached + seq_length, window - 1)"),
+            (
+                "return output, key[:, :, keep_from:], value[:, :, keep_from:]",
+                "return output, key[:, :, :keep_until], value[:, :, :keep_until]",
+            ),
+        ),
+        "keeps the oldest",
+    ),
+    m(
+        "slot one late",
+        "slot = position % int(buffer.shape[2])",
+        "slot = (position + 1) % int(buffer.shape[2])",
+        "belongs in slot",
+    ),
+    m(
+        "slot without the modulo",
+        "slot = position % int(buffer.shape[2])",
+        "slot = position",
+        "wraps round",
+    ),
+    m("read in slot order after the wrap", READ_WRAPPED, "return buffer", "slot order"),
+    Mutant(
+        "the new token is not read",
+        (
+            (
+                "keys = ring_read(buffer_key, position + 1)",
+                "keys = ring_read(buffer_key, position)",
+            ),
+            (
+                "values = ring_read(buffer_value, position + 1)",
+                "values = ring_read(buffer_value, position)",
+            ),
+        ),
+        "only one to attend to",
+    ),
+]
