@@ -205,6 +205,10 @@ def load_llama_config(directory: Path) -> LlamaConfig:
             f"{path} asks for {kind!r} rotary scaling; this model computes step 19's plain "
             "rotary tables only."
         )
+    if raw.get("rope_interleaved"):
+        raise CheckpointError(
+            f"{path}: its rotary pairs are interleaved; step 19's are half-split."
+        )
     if raw.get("attention_bias") or raw.get("mlp_bias"):
         raise CheckpointError(f"{path}: this model's projections have biases; Llama's have none.")
     if raw.get("hidden_act", "silu") != "silu":

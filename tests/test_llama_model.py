@@ -102,6 +102,7 @@ def edit_config(directory: Path, **changes) -> None:
         ),
         ({"sliding_window": 4}, "sliding window of 4"),
         ({"attention_bias": True}, "biases"),
+        ({"rope_interleaved": True}, "interleaved"),
         ({"hidden_act": "gelu"}, "'gelu'"),
         ({"num_key_value_heads": 4}, "self_attn.k_proj.weight has shape [32, 64]"),
     ],
@@ -139,3 +140,36 @@ def test_generate_refuses_gpt2_only_flags_for_llama(tied) -> None:
     assert result.returncode == 2
     assert "Llama-style model" in result.stderr and "--eager" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_benchmarks_checkpoint_loads_and_its_report_names_the_machine(tmp_path: Path) -> None:
+    from devtools import llama_bench
+
+    config = dict(
+        llama_bench.SMOLLM2_135M,
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+    )
+    model = load_llama(llama_bench.write_checkpoint(tmp_path, config))
+    assert model.config.num_key_value_heads == 2 and model.config.tie_word_embeddings
+    summary = {"median": 2.0, "min": 1.0, "max": 3.0}
+    report = llama_bench.format_report(
+        dict(
+            machine="Some CPU, 2 cores",
+            load=dict(loadavg_before=[0.5], loadavg_after=[0.6], other_processes_cpu_fraction=0.0),
+            tokens=8,
+            rounds=1,
+            compile_seconds=1.0,
+            summaries={
+                key: {"decode_tok_s": summary, "first_token_ms": summary}
+                for key in llama_bench.CONTENDERS
+            },
+            ratio={"median": 1.0, "min": 0.9, "max": 1.1},
+        )
+    )
+    assert report.startswith("Machine: Some CPU, 2 cores.")
+    assert "**1.00x (0.90-1.10)**" in report

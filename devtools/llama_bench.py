@@ -1,0 +1,283 @@
+"""Step 23's compiled Llama-style model against transformers' LlamaForCausalLM,
+decoding the same weights on this CPU.
+
+    python -m devtools.llama_bench [--tokens 64] [--rounds 3] [--out docs/src/bench/llama_decode.md]
+
+Both run a SmolLM2-135M-shaped checkpoint of random weights written here
+(30 layers, 9 query heads sharing 3 key/value heads, hidden 576, vocabulary
+49152, tied head; float32): the same safetensors file loads into both. Each
+round runs each model once, in an order that rotates from round to round,
+greedily from the same 16-token prompt; a run is timed from its first token
+to its last, so decode speed excludes the prompt (reported apart as the
+first token's latency). The table gives medians and min-max over the
+rounds, and the ratio of the two paired round by round. Random weights make
+no text; the work per token is the real model's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from common.cli import ArgumentParser, exit_status
+from devtools.bench import machine, stats
+
+# SmolLM2-135M's config.json (the hub's HuggingFaceTB/SmolLM2-135M), sizes only.
+SMOLLM2_135M = dict(
+    model_type="llama",
+    architectures=["LlamaForCausalLM"],
+    vocab_size=49152,
+    hidden_size=576,
+    intermediate_size=1536,
+    num_hidden_layers=30,
+    num_attention_heads=9,
+    num_key_value_heads=3,
+    max_position_embeddings=8192,
+    rope_theta=100000.0,
+    rms_norm_eps=1e-5,
+    tie_word_embeddings=True,
+    hidden_act="silu",
+    bos_token_id=0,
+    eos_token_id=0,
+)
+PROMPT_LENGTH = 16
+CONTENDERS = {
+    "ours": "ours, step 23 (compiled, KV cache, float32)",
+    "transformers": "transformers LlamaForCausalLM (PyTorch, float32)",
+}
+
+
+def write_checkpoint(directory: Path, config: dict, seed: int = 0) -> Path:
+    """config.json and model.safetensors of random weights: N(0, 0.02), norms 1."""
+    from safetensors.numpy import save_file
+
+    rng = np.random.default_rng(seed)
+    hidden, inter = config["hidden_size"], config["intermediate_size"]
+    head_dim = hidden // config["num_attention_heads"]
+    kv = config["num_key_value_heads"] * head_dim
+
+    def matrix(rows: int, cols: int) -> np.ndarray:
+        return (rng.standard_normal((rows, cols), dtype=np.float32) * 0.02).astype(np.float32)
+
+    tensors = {"model.embed_tokens.weight": matrix(config["vocab_size"], hidden)}
+    for i in range(config["num_hidden_layers"]):
+        prefix = f"model.layers.{i}."
+        tensors |= {
+            prefix + "input_layernorm.weight": np.ones(hidden, np.float32),
+            prefix + "self_attn.q_proj.weight": matrix(hidden, hidden),
+            prefix + "self_attn.k_proj.weight": matrix(kv, hidden),
+            prefix + "self_attn.v_proj.weight": matrix(kv, hidden),
+            prefix + "self_attn.o_proj.weight": matrix(hidden, hidden),
+            prefix + "post_attention_layernorm.weight": np.ones(hidden, np.float32),
+            prefix + "mlp.gate_proj.weight": matrix(inter, hidden),
+            prefix + "mlp.up_proj.weight": matrix(inter, hidden),
+            prefix + "mlp.down_proj.weight": matrix(hidden, inter),
+        }
+    tensors["model.norm.weight"] = np.ones(hidden, np.float32)
+    directory.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
+    (directory / "config.json").write_text(json.dumps(config, indent=2))
+    return directory
+
+
+# A contender: tokens(prompt_ids, count) yields `count` token ids, greedily.
+Generator = Callable[[list[int], int], Iterator[int]]
+
+
+def ours(directory: Path) -> tuple[Generator, float]:
+    """Step 23's model, loaded and compiled; the compile's seconds."""
+    from solutions.solution_23 import compile_llama, generate_llama, load_llama
+
+    model = load_llama(directory)
+    started = time.perf_counter()
+    forward = compile_llama(model)
+    # The first run pays for loading the compiled graphs; run it before timing.
+    list(generate_llama(forward, model.config, [1, 2, 3], 2))
+    compile_seconds = time.perf_counter() - started
+
+    def tokens(prompt_ids: list[int], count: int) -> Iterator[int]:
+        return generate_llama(forward, model.config, prompt_ids, count)
+
+    return tokens, compile_seconds
+
+
+def transformers_llama(directory: Path) -> Generator:
+    import torch
+    from transformers import LlamaForCausalLM
+
+    model = LlamaForCausalLM.from_pretrained(directory, dtype=torch.float32).eval()
+
+    def tokens(prompt_ids: list[int], count: int) -> Iterator[int]:
+        stream = TokenStream()
+        with torch.no_grad():
+            model.generate(
+                torch.tensor([prompt_ids]),
+                max_new_tokens=count,
+                min_new_tokens=count,
+                do_sample=False,
+                streamer=stream,
+            )
+        return iter(stream.tokens)
+
+    return tokens
+
+
+class TokenStream:
+    """transformers' streamer protocol: put() gets the prompt, then each new
+    token; the time of each token's arrival is kept."""
+
+    last: TokenStream | None = None
+
+    def __init__(self) -> None:
+        self.tokens: list[int] = []
+        self.times: list[float] = []
+        self.prompt_seen = False
+        TokenStream.last = self
+
+    def put(self, value) -> None:
+        if not self.prompt_seen:
+            self.prompt_seen = True
+            return
+        self.tokens.extend(int(v) for v in value.reshape(-1).tolist())
+        self.times.append(time.perf_counter())
+
+    def end(self) -> None:
+        pass
+
+
+def timed_run(contender: str, tokens: Generator, prompt: list[int], count: int) -> dict:
+    """First-token latency and decode tokens/s of one greedy run."""
+    started = time.perf_counter()
+    if contender == "transformers":
+        produced = list(tokens(prompt, count))
+        times = TokenStream.last.times
+    else:
+        produced, times = [], []
+        for token in tokens(prompt, count):
+            produced.append(token)
+            times.append(time.perf_counter())
+    if len(produced) != count:
+        raise RuntimeError(f"{contender} made {len(produced)} tokens, not {count}")
+    return dict(
+        first_token_ms=1000 * (times[0] - started),
+        decode_tok_s=(count - 1) / (times[-1] - times[0]),
+    )
+
+
+def measure(directory: Path, count: int, rounds: int) -> dict:
+    generators: dict[str, Generator] = {}
+    generators["ours"], compile_seconds = ours(directory)
+    generators["transformers"] = transformers_llama(directory)
+    prompt = np.random.default_rng(1).integers(1, SMOLLM2_135M["vocab_size"], PROMPT_LENGTH)
+    prompt = [int(t) for t in prompt]
+    for key, tokens in generators.items():  # warm-up: the first call of each pays extra
+        timed_run(key, tokens, prompt, 4)
+    samples: dict[str, list[dict]] = {key: [] for key in generators}
+    monitor = machine.LoadMonitor()
+    for order in stats.round_orders(list(generators), rounds):
+        for key in order:
+            samples[key].append(timed_run(key, generators[key], prompt, count))
+    load = monitor.finish()
+    summaries = {
+        key: {
+            metric: stats.summary([run[metric] for run in runs])
+            for metric in ("decode_tok_s", "first_token_ms")
+        }
+        for key, runs in samples.items()
+    }
+    ratio = stats.summary(
+        stats.paired_ratios(
+            [run["decode_tok_s"] for run in samples["ours"]],
+            [run["decode_tok_s"] for run in samples["transformers"]],
+        )
+    )
+    return dict(
+        machine=machine.machine_line(),
+        load=load,
+        tokens=count,
+        rounds=rounds,
+        compile_seconds=compile_seconds,
+        summaries=summaries,
+        ratio=ratio,
+    )
+
+
+def format_report(data: dict) -> str:
+    load = data["load"]
+    other = load["other_processes_cpu_fraction"]
+    lines = [
+        f"Machine: {data['machine']}. A SmolLM2-135M-shaped checkpoint of random weights, "
+        f"float32, batch 1, {PROMPT_LENGTH}-token prompt, {data['tokens']} tokens greedy; "
+        f"{data['rounds']} interleaved rounds after a warm-up.",
+        "",
+        f"Load while measuring: load average {load['loadavg_before'][0]:.2f} before, "
+        f"{load['loadavg_after'][0]:.2f} after"
+        + (f", other processes used {other:.0%} of the CPU." if other is not None else "."),
+        "",
+        "| model | decode | first token | compile |",
+        "|---|---|---|---|",
+    ]
+    for key, label in CONTENDERS.items():
+        summary = data["summaries"][key]
+        compile_cell = f"{data['compile_seconds']:.1f} s" if key == "ours" else "-"
+        lines.append(
+            f"| {label} | {stats.format_spread(summary['decode_tok_s'], ' tok/s', 1)} "
+            f"| {stats.format_spread(summary['first_token_ms'], ' ms', 0)} | {compile_cell} |"
+        )
+    lines += [
+        "",
+        f"Decode tokens/s, ours / transformers, paired round by round: "
+        f"**{stats.format_spread(data['ratio'], 'x')}**.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = ArgumentParser(
+        prog="python -m devtools.llama_bench", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--tokens", type=int, default=64, help="tokens per run (default 64)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
+    parser.add_argument(
+        "--out", type=Path, help="also write the table here (and the data as .json)"
+    )
+    parser.add_argument(
+        "--layers",
+        type=int,
+        default=SMOLLM2_135M["num_hidden_layers"],
+        help="fewer layers for a quick try (default: SmolLM2-135M's 30)",
+    )
+    args = parser.parse_args(argv)
+    if args.tokens < 2 or args.rounds < 1 or args.layers < 1:
+        parser.error("--tokens must be at least 2, --rounds and --layers at least 1")
+    return args
+
+
+def run(args: argparse.Namespace) -> None:
+    config = dict(SMOLLM2_135M, num_hidden_layers=args.layers)
+    with tempfile.TemporaryDirectory() as scratch:
+        directory = write_checkpoint(Path(scratch) / "smollm2-135m-random", config)
+        data = measure(directory, args.tokens, args.rounds)
+    report = format_report(data)
+    print(report)
+    if args.out:
+        args.out.write_text(report)
+        args.out.with_suffix(".json").write_text(json.dumps(data, indent=2) + "\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from common import max_runtime
+
+    max_runtime.prepare()
+    return exit_status(lambda: run(parse_args(argv)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
