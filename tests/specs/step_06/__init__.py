@@ -2,6 +2,7 @@
 
 from tests import reference as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor
+from tests.specs.devices import arange_devices, expect_on
 from tests.specs.model_parts import (
     BATCH,
     SEQ,
@@ -98,51 +99,22 @@ def follows_sequence_length(ctx: Context) -> None:
 
 
 def positions_on_input_device(ctx: Context) -> None:
-    """The positions are made where input_ids live. A machine with only a CPU
-    has one device, which MAX hands out as one object, so the check has
-    input_ids report a second CPU object as their `.device` and watches, with a
-    spy on F.arange (which Tensor.arange calls), which device the code asks for."""
-    from max.driver import CPU
-    from max.experimental import functional as F
-    from max.experimental.tensor import Tensor
-
-    class InputCPU(CPU):
-        """The CPU, as an object of its own: the device input_ids report."""
-
+    """The positions are made where input_ids live (tests/specs/devices.py says
+    how a machine with only a CPU tells)."""
     module, _ = build(ctx)
     ids = tensor(ctx.token_ids(CONFIG.vocab_size, BATCH, SEQ))
-    real = ids.device
-    # On an accelerator a second device object would be a second context:
-    # there the ids' own device, compared by equality, has to do.
-    given = InputCPU() if isinstance(real, CPU) else real
-    asked = []
-    real_arange, real_device = F.arange, Tensor.device
-
-    def arange(*args, device=None, **kwargs):
-        asked.append(device)
-        return real_arange(*args, device=device, **kwargs)
-
-    F.arange = F.range = arange
-    Tensor.device = property(lambda t: given if t is ids else real_device.fget(t))
-    try:
-        with F.lazy():  # nothing is computed: only what was asked matters
-            ctx.call("GPT2Embeddings.forward", module, ids)
-    finally:
-        F.arange = F.range = real_arange
-        Tensor.device = real_device
-    for device in asked:
-        if device is given or (given is real and device == real):
-            continue
-        if device is None:
-            made_on = "the default device (Tensor.arange without device=)"
-        else:
-            made_on = "CPU()" if isinstance(device, CPU) else repr(device)
-        raise Fail(
-            f"The positions are made on {made_on}, not on the input's device (input_ids.device).",
-            "On a machine with a GPU the ids, and the tables they are looked up in, sit on "
-            "the GPU: positions made elsewhere cannot index wpe there. Make them on the "
-            "device of input_ids.",
-        )
+    asked, given, real = arange_devices(
+        lambda: ctx.call("GPT2Embeddings.forward", module, ids), ids
+    )
+    expect_on(
+        asked,
+        given,
+        real,
+        "The positions",
+        "input_ids",
+        "On a machine with a GPU the ids, and the tables they are looked up in, sit on the "
+        "GPU: positions made elsewhere cannot index wpe there.",
+    )
 
 
 STEP = Step(

@@ -76,7 +76,7 @@ MISTAKES = [
             ),
             ("device=input_ids.device", "device=CPU()"),
         ),
-        "positions are made on CPU(), not on the input's device",
+        "positions are made on CPU(), not on the device of input_ids",
     ),
     m(
         "positions on the default device",

@@ -4,6 +4,7 @@ import numpy as np
 
 from tests import reference_llama as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, expect_shape, tensor
+from tests.specs.devices import arange_devices, expect_on
 
 HEAD_DIM = 8
 THETA = 100.0  # far from the usual 10000, so a hard-coded theta shows
@@ -180,6 +181,30 @@ def positions_follow_the_cache(ctx: Context) -> None:
     )
 
 
+ON_A_GPU = (
+    "On a machine with a GPU the queries and keys sit on the GPU: tables made elsewhere "
+    "cannot multiply them there."
+)
+
+
+def made_on_the_inputs_device(ctx: Context) -> None:
+    """The speeds follow the positions' device, and the positions the query's."""
+    positions = tensor(POSITIONS.astype(np.float32))
+    asked, given, real = arange_devices(
+        lambda: ctx.call("rope_tables", ctx.get("rope_tables"), positions, HEAD_DIM, THETA),
+        positions,
+    )
+    expect_on(asked, given, real, "The speeds", "positions", ON_A_GPU)
+    inputs = [tensor(ctx.normal(BATCH, HEADS, n, HEAD_DIM)) for n in (SEQ, SEQ, SEQ, 0, 0)]
+    asked, given, real = arange_devices(
+        lambda: ctx.call("rope_attention", ctx.get("rope_attention"), *inputs, THETA),
+        inputs[0],
+    )
+    # Only the first range is rope_attention's own (the positions); the
+    # speeds made inside rope_tables follow the positions.
+    expect_on(asked[:1], given, real, "The positions", "query", ON_A_GPU)
+
+
 STEP = Step(
     number=19,
     required={
@@ -196,5 +221,6 @@ STEP = Step(
         Check("apply_rope turns each pair by its angle", apply_rope_turns_each_pair),
         Check("query and key turn, value does not", rotates_query_and_key_only),
         Check("the new tokens' positions continue after the cache", positions_follow_the_cache),
+        Check("the tables are made on the inputs' device", made_on_the_inputs_device),
     ],
 )

@@ -70,7 +70,12 @@ MISTAKES = [
         "key = F.concat([past_key, key], axis=2)",
         "keys are not rotated",
     ),
-    m("query not rotated", "query = apply_rope(query, cos, sin)", "query = query", "queries are not"),
+    m(
+        "query not rotated",
+        "query = apply_rope(query, cos, sin)",
+        "query = query",
+        "queries are not",
+    ),
     m(
         "positions restart at 0",
         POSITIONS,
@@ -82,5 +87,17 @@ MISTAKES = [
         "cos, sin = rope_tables(positions, head_dim, theta)",
         "cos, sin = rope_tables(positions, head_dim, 10000.0)",
         "not the theta it was given",
+    ),
+    m(
+        "speeds on the default device",
+        "dtype=DType.float32, device=positions.device)",
+        "dtype=DType.float32)",
+        "speeds are made on the default device",
+    ),
+    m(
+        "positions on the default device",
+        "dtype=DType.float32, device=query.device",
+        "dtype=DType.float32",
+        "positions are made on the default device",
     ),
 ]

@@ -31,10 +31,11 @@ TILED = (
 )
 
 
-def config(ctx: Context):
+def config(ctx: Context, **sizes):
     """The learner's LlamaConfig, small: 4 query heads share 2 key/value heads."""
     return ctx.build(
         "LlamaConfig",
+        **sizes,
         vocab_size=97,
         hidden_size=HIDDEN,
         intermediate_size=96,
@@ -72,6 +73,19 @@ def attention(ctx: Context):
 
 def projections_are_shaped(ctx: Context) -> None:
     attention(ctx)
+    # Some models (Gemma, Qwen3) give heads a width of their own: with head_dim 8
+    # q_proj is no longer square, so its in and out sizes cannot be mixed up.
+    narrow = 8
+    module = ctx.build("GroupedQueryAttention", config(ctx, head_dim=narrow))
+    expect_parameters(
+        module,
+        {
+            "q_proj.weight": (HEADS * narrow, HIDDEN),
+            "k_proj.weight": (KV_HEADS * narrow, HIDDEN),
+            "v_proj.weight": (KV_HEADS * narrow, HIDDEN),
+            "o_proj.weight": (HIDDEN, HEADS * narrow),
+        },
+    )
 
 
 def repeat_kv_serves_groups(ctx: Context) -> None:

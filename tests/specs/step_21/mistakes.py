@@ -76,4 +76,10 @@ MISTAKES = [
         "key = F.concat([apply_rope(key, cos, sin), past_key], axis=2)",
         "before the cached ones",
     ),
+    m(
+        "q_proj's sizes swapped",
+        "self.q_proj = Linear(hidden, self.num_heads * head_dim, bias=False)",
+        "self.q_proj = Linear(self.num_heads * head_dim, hidden, bias=False)",
+        "in_dim and out_dim swapped",
+    ),
 ]

@@ -50,15 +50,25 @@ def expect_mask(ctx: Context, seq: int, n: int) -> None:
     from max.driver import CPU
     from max.dtype import DType
 
-    got = ctx.call(
-        "sliding_window_mask",
-        ctx.get("sliding_window_mask"),
-        seq,
-        n,
-        WINDOW,
-        dtype=DType.float32,
-        device=CPU(),
-    )
+    try:
+        got = ctx.call(
+            "sliding_window_mask",
+            ctx.get("sliding_window_mask"),
+            seq,
+            n,
+            WINDOW,
+            dtype=DType.float32,
+            device=CPU(),
+        )
+    except Fail as failure:
+        if "out of bounds" not in failure.message:
+            raise
+        raise Fail(
+            failure.message,
+            f"band_part refuses a band reaching further than the matrix: with {seq} new "
+            f"token(s) no row is more than {seq - 1} below the diagonal. Cap num_lower at "
+            "sequence_length - 1 (which already reaches column 0).",
+        ) from failure
     what = f"sliding_window_mask({seq}, {n}, window={WINDOW})"
     expect_shape(
         got, (seq, n + seq), what, "One row per new token, one column per cached or new token."
@@ -68,6 +78,7 @@ def expect_mask(ctx: Context, seq: int, n: int) -> None:
 
 def band_without_cache(ctx: Context) -> None:
     expect_mask(ctx, 7, 0)
+    expect_mask(ctx, 2, 0)  # fewer tokens than the window
 
 
 def band_after_cache(ctx: Context) -> None:
@@ -80,12 +91,21 @@ def qkv(ctx: Context, seq: int):
 
 
 def cache_keeps_the_window(ctx: Context) -> None:
+    # A prompt longer than the window, then one token, then a few; and a wider
+    # window that the first chunk does not fill.
+    for window, chunks in ((WINDOW, (5, 1, 3)), (5, (3, 4, 2))):
+        attend_in_chunks(ctx, window, chunks)
+
+
+def attend_in_chunks(ctx: Context, window: int, chunks: tuple[int, ...]) -> None:
+    """sliding_window_attention over chunks of new tokens, each call given the
+    cache the last returned: outputs and caches against the reference."""
     attend = ctx.get("sliding_window_attention")
-    q, k, v = qkv(ctx, 9)
-    want = ref.causal_attention(q, k, v, 0, window=WINDOW)
+    q, k, v = qkv(ctx, sum(chunks))
+    want = ref.causal_attention(q, k, v, 0, window=window)
     past_k = past_v = np.zeros((BATCH, HEADS, 0, HEAD_DIM), np.float32)
     done = 0
-    for seq in (5, 1, 3):
+    for seq in chunks:
         new = [t[:, :, done : done + seq] for t in (q, k, v)]
         result = ctx.call(
             "sliding_window_attention",
@@ -93,7 +113,7 @@ def cache_keeps_the_window(ctx: Context) -> None:
             *(tensor(t) for t in new),
             tensor(past_k),
             tensor(past_v),
-            WINDOW,
+            window,
         )
         if not isinstance(result, tuple) or len(result) != 3:
             raise Fail(
@@ -105,24 +125,24 @@ def cache_keeps_the_window(ctx: Context) -> None:
         expect_close(
             out,
             want[:, :, done:seen],
-            f"the output for tokens {done}..{seen - 1}",
+            f"the output for tokens {done}..{seen - 1} (window {window})",
             model="Mistral",
         )
-        kept = min(seen, WINDOW - 1)
+        kept = min(seen, window - 1)
         for name, got, full in (("key", got_k, k), ("value", got_v, v)):
             array = to_numpy(got, f"the {name} cache")
             if array.shape[2] != kept:
                 raise Fail(
                     f"After {seen} tokens the {name} cache holds {array.shape[2]} of them; the "
-                    f"next token sees itself and window - 1 = {WINDOW - 1} before it, so keep "
+                    f"next token sees itself and window - 1 = {window - 1} before it, so keep "
                     f"the last {kept}.",
                     "Keep the grown cache from index (tokens so far) - (window - 1), or from 0 "
-                    "while there are fewer.",
+                    "while there are fewer: a negative start counts from the end.",
                 )
             expect_close(
                 array,
                 full[:, :, seen - kept : seen],
-                f"the {name} cache after {seen} tokens",
+                f"the {name} cache after {seen} tokens (window {window})",
                 {
                     f"The {name} cache keeps the oldest tokens; the next token needs the "
                     "newest: keep the end of the grown cache.": full[:, :, :kept]

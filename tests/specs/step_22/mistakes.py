@@ -91,4 +91,11 @@ MISTAKES = [
         ),
         "only one to attend to",
     ),
+    m("band not capped at the rows", BELOW, "below = window - 1 - num_tokens", "cap num_lower"),
+    m(
+        "keep_from negative while the window is not full",
+        KEEP,
+        "keep_from = num_cached + seq_length - (window - 1)",
+        "a negative start counts from the end",
+    ),
 ]

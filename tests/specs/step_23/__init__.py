@@ -283,6 +283,16 @@ def loader_ties_and_explains(ctx: Context) -> None:
             "The state keeps rotary_emb.inv_freq, a table some checkpoints store; the model "
             "computes it (step 19) and has no such parameter.",
         )
+    untied = ctx.call("to_llama_state", to_state, dict(weights), config(ctx, False))
+    if not isinstance(untied, dict) or not np.array_equal(
+        np.asarray(untied.get("lm_head.weight")), weights["lm_head.weight"]
+    ):
+        raise Fail(
+            "For an untied checkpoint that stores lm_head.weight, the state's lm_head.weight "
+            "is not the checkpoint's.",
+            "An untied head has weights of its own: keep the checkpoint's lm_head.weight as it "
+            "is, and fill it from the embeddings only when the config ties them.",
+        )
     error_class = ctx.get("CheckpointError")
     try:
         to_state(dict(stored), config(ctx, False))

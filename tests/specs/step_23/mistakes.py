@@ -74,4 +74,10 @@ MISTAKES = [
         '"the checkpoint is incomplete"',
         "should name the missing tensor",
     ),
+    m(
+        "an untied head refused even when stored",
+        'elif not config.tie_word_embeddings and "lm_head.weight" not in state:',
+        'elif not config.tie_word_embeddings or "lm_head.weight" not in state:',
+        "raised CheckpointError",
+    ),
 ]
