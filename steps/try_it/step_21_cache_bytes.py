@@ -24,7 +24,6 @@ from max.experimental.tensor import Tensor
 from common.steps import REPO
 from solutions.solution_21 import GroupedQueryAttention, LlamaConfig
 from steps.try_it.figures import pyplot, show
-from tests.mistakes import apply, mistakes
 
 BYTES = {"float32": 4, "bfloat16": 2}
 SEQUENCE = 4096  # tokens
@@ -129,16 +128,28 @@ print(
 )
 
 # %% [markdown]
-# A copy of the solution with one mistake from the checker's list: the forward
-# pass returns the repeated keys and values as the cache. First the checker's
-# verdict on that copy, run as `python -m tests.check 21 --file COPY`, then
-# the copy itself on the prompt and one more token.
+# A copy of the solution with one mistake added: the forward pass returns the
+# repeated keys and values as the cache. First the checker's verdict on that
+# copy, run as `python -m tests.check 21 --file COPY`, then the copy itself on
+# the prompt and one more token.
 
 # %%
-mutant = next(m for m in mistakes(21) if m.name == "the cache stores the repeated heads")
+MISTAKE = '''
+
+_Right = GroupedQueryAttention
+
+
+class GroupedQueryAttention(_Right):
+    """The mistake: the cache keeps the repeated heads."""
+
+    def forward(self, hidden_states, past_key, past_value):
+        output, key, value = super().forward(hidden_states, past_key, past_value)
+        group = self.num_heads // self.num_kv_heads
+        return output, repeat_kv(key, group), repeat_kv(value, group)
+'''
 folder = Path(tempfile.mkdtemp())
 copy = folder / "repeated_cache_21.py"
-copy.write_text(apply(mutant, (REPO / "solutions" / "solution_21.py").read_text()))
+copy.write_text((REPO / "solutions" / "solution_21.py").read_text() + MISTAKE)
 result = subprocess.run(
     [sys.executable, "-m", "tests.check", "21", "--file", str(copy)],
     cwd=REPO,

@@ -5,7 +5,7 @@
 # write and each read can be printed: positions 0 to 6 go to slot p % 3, and
 # the read puts them back in order. Then 20 tokens of random queries, keys and
 # values are decoded one at a time through the buffer, and compared with
-# sliding-window attention over all 20 at once, with the NumPy reference, and
+# sliding-window attention over all 20 at once, with attention in NumPy, and
 # with full causal attention. Last, the same decode reading the full buffer in
 # slot order, without putting it back in order first.
 
@@ -18,7 +18,6 @@ from max.experimental.tensor import Tensor
 
 from solutions.solution_22 import ring_decode, ring_read, ring_write, sliding_window_attention
 from steps.try_it.figures import pyplot, show
-from tests import reference_llama as ref
 
 WINDOW = 3
 
@@ -68,10 +67,20 @@ if plt:
 # head_dim 8, window 5. The keys stand for keys already turned by their
 # positions (step 19). Each token is decoded on its own through the buffer;
 # the whole sequence is also run at once through `sliding_window_attention`
-# with an empty cache, through the NumPy reference with a window, and
-# without a window.
+# with an empty cache, through NumPy with a window, and without one.
+
 
 # %%
+def numpy_attention(q, k, v, window=None) -> np.ndarray:
+    """Causal attention in NumPy, each token seeing itself and, with a window,
+    the window - 1 tokens before it."""
+    rows, cols = np.arange(q.shape[2])[:, None], np.arange(k.shape[2])[None, :]
+    visible = cols <= rows if window is None else (cols <= rows) & (cols > rows - window)
+    scores = np.where(visible, q @ k.swapaxes(-1, -2) / np.sqrt(q.shape[-1]), -np.inf)
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return weights / weights.sum(axis=-1, keepdims=True) @ v
+
+
 window, length, heads, head_dim = 5, 20, 2, 8
 rng = np.random.default_rng(22)
 q, k, v = (rng.normal(0, 1, (1, heads, length, head_dim)).astype(np.float32) for _ in range(3))
@@ -88,8 +97,8 @@ decoded = np.concatenate(decoded, axis=2)  # [1, heads, 20, head_dim]
 empty = Tensor(np.zeros((1, heads, 0, head_dim), np.float32))
 at_once, kept_k, _ = sliding_window_attention(Tensor(q), Tensor(k), Tensor(v), empty, empty, window)
 at_once = np.asarray(at_once.to_numpy())
-windowed = ref.causal_attention(q, k, v, 0, window=window)
-full = ref.causal_attention(q, k, v, 0)
+windowed = numpy_attention(q, k, v, window)
+full = numpy_attention(q, k, v)
 
 print(f"the buffers after {length} tokens: {[int(d) for d in buffer_k.shape]}")
 print(f"sliding_window_attention's key cache after them: {[int(d) for d in kept_k.shape]}")
