@@ -64,6 +64,15 @@ def random_weights(ctx: Context, shapes: dict) -> dict[str, np.ndarray]:
     }
 
 
+def lazily(ctx: Context, name: str, *args):
+    """The learner's class built without computing its random initial weights:
+    every check loads weights of its own at once (as step 15's loader does)."""
+    from max.experimental import functional as F
+
+    with F.lazy():
+        return ctx.build(name, *args)
+
+
 def config(ctx: Context, tied: bool = True):
     config_class = ctx.get("LlamaConfig")
     return ctx.call("LlamaConfig", config_class, **SIZES, tie_word_embeddings=tied)
@@ -114,7 +123,7 @@ def wrong_layers(w: dict, x: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def layer_adds_both_halves(ctx: Context) -> None:
-    layer = ctx.build("LlamaDecoderLayer", config(ctx))
+    layer = lazily(ctx, "LlamaDecoderLayer", config(ctx))
     shapes = layer_shapes()
     expect_parameters(layer, shapes)
     weights = random_weights(ctx, shapes)
@@ -138,7 +147,12 @@ def layer_adds_both_halves(ctx: Context) -> None:
 
 
 def build_model(ctx: Context, tied: bool):
-    model = ctx.build("LlamaForCausalLM", config(ctx, tied))
+    """The learner's model with random weights (built once per run for each tie)."""
+    return ctx.once(f"model tied={tied}", lambda: new_model(ctx, tied))
+
+
+def new_model(ctx: Context, tied: bool):
+    model = lazily(ctx, "LlamaForCausalLM", config(ctx, tied))
     shapes = model_shapes()
     expect_parameters(model, shapes)
     weights = random_weights(ctx, shapes)
@@ -181,7 +195,7 @@ def expected_logits(weights: dict, ids: np.ndarray, tied: bool) -> np.ndarray:
 
 def head_is_tied_as_configured(ctx: Context) -> None:
     for tied in (True, False):
-        model = ctx.build("LlamaForCausalLM", config(ctx, tied))
+        model = lazily(ctx, "LlamaForCausalLM", config(ctx, tied))
         head = getattr(getattr(model, "lm_head", None), "weight", None)
         table = getattr(
             getattr(getattr(model, "model", None), "embed_tokens", None), "weight", None
@@ -239,9 +253,9 @@ def logits_match_llama(ctx: Context) -> None:
 
 def cache_continues_the_text(ctx: Context) -> None:
     model, weights = build_model(ctx, True)
-    ids = ctx.token_ids(V, 1, SEQ + 1)
+    ids = ctx.token_ids(V, BATCH, SEQ + 1)
     want = expected_logits(weights, ids, True)
-    _, keys, values = run_model(ctx, model, ids[:, :SEQ], *empty_cache(1))
+    _, keys, values = run_model(ctx, model, ids[:, :SEQ], *empty_cache())
     keys, values = to_numpy(keys, "the returned keys"), to_numpy(values, "the returned values")
     logits, keys, values = run_model(ctx, model, ids[:, SEQ:], keys, values)
     expect_close(
@@ -252,7 +266,7 @@ def cache_continues_the_text(ctx: Context) -> None:
         "model return every layer's grown cache?",
         model="Llama",
     )
-    expect_shape(keys, (LAYERS, 1, KV_HEADS, SEQ + 1, D), "the keys after one more token", None)
+    expect_shape(keys, (LAYERS, BATCH, KV_HEADS, SEQ + 1, D), "the keys after one more token", None)
 
 
 # -- loading ------------------------------------------------------------------
