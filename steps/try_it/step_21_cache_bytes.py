@@ -144,8 +144,8 @@ class GroupedQueryAttention(_Right):
 
     def forward(self, hidden_states, past_key, past_value):
         output, key, value = super().forward(hidden_states, past_key, past_value)
-        group = self.num_heads // self.num_kv_heads
-        return output, repeat_kv(key, group), repeat_kv(value, group)
+        copies = int(self.q_proj.weight.shape[0]) // int(self.k_proj.weight.shape[0])
+        return output, repeat_kv(key, copies), repeat_kv(value, copies)
 '''
 folder = Path(tempfile.mkdtemp())
 copy = folder / "repeated_cache_21.py"
