@@ -8,6 +8,9 @@ torch), in the layouts real checkpoints use: for step 15's checks
   checkpoint stores them.
 - `write_safetensors_checkpoint(directory, config, tensors)`: config.json and
   model.safetensors, as common.checkpoint reads them.
+- `write_random_llama(directory, config)`: a Llama-style checkpoint (Part II,
+  step 23), for its experiment and devtools/llama_bench.py; `SMOLLM2_135M` is
+  the config of the model people run it with.
 
 `config` is a GPT2Config of step 01 (any object with its fields will do).
 """
@@ -97,4 +100,61 @@ def write_safetensors_checkpoint(
     }
     (directory / CONFIG).write_text(json.dumps(fields, indent=2))
     save_file(tensors, str(directory / WEIGHTS), metadata={"format": "pt"})
+    return directory
+
+
+# SmolLM2-135M's config.json (the hub's HuggingFaceTB/SmolLM2-135M), sizes only.
+SMOLLM2_135M = dict(
+    model_type="llama",
+    architectures=["LlamaForCausalLM"],
+    vocab_size=49152,
+    hidden_size=576,
+    intermediate_size=1536,
+    num_hidden_layers=30,
+    num_attention_heads=9,
+    num_key_value_heads=3,
+    max_position_embeddings=8192,
+    rope_theta=100000.0,
+    rms_norm_eps=1e-5,
+    tie_word_embeddings=True,
+    hidden_act="silu",
+    bos_token_id=0,
+    eos_token_id=0,
+)
+
+
+def write_random_llama(directory: Path, config: dict, seed: int = 0) -> Path:
+    """A Llama checkpoint of random weights, as transformers names them: config.json
+    (`config`, the dict a config.json holds) and model.safetensors, N(0, 0.02), norms
+    1, the head tied (no lm_head.weight) unless the config unties it."""
+    from safetensors.numpy import save_file
+
+    rng = np.random.default_rng(seed)
+    hidden, inter = config["hidden_size"], config["intermediate_size"]
+    head_dim = hidden // config["num_attention_heads"]
+    kv = config["num_key_value_heads"] * head_dim
+
+    def matrix(rows: int, cols: int) -> np.ndarray:
+        return (rng.standard_normal((rows, cols), dtype=np.float32) * 0.02).astype(np.float32)
+
+    tensors = {"model.embed_tokens.weight": matrix(config["vocab_size"], hidden)}
+    for i in range(config["num_hidden_layers"]):
+        prefix = f"model.layers.{i}."
+        tensors |= {
+            prefix + "input_layernorm.weight": np.ones(hidden, np.float32),
+            prefix + "self_attn.q_proj.weight": matrix(hidden, hidden),
+            prefix + "self_attn.k_proj.weight": matrix(kv, hidden),
+            prefix + "self_attn.v_proj.weight": matrix(kv, hidden),
+            prefix + "self_attn.o_proj.weight": matrix(hidden, hidden),
+            prefix + "post_attention_layernorm.weight": np.ones(hidden, np.float32),
+            prefix + "mlp.gate_proj.weight": matrix(inter, hidden),
+            prefix + "mlp.up_proj.weight": matrix(inter, hidden),
+            prefix + "mlp.down_proj.weight": matrix(hidden, inter),
+        }
+    tensors["model.norm.weight"] = np.ones(hidden, np.float32)
+    if not config.get("tie_word_embeddings", True):
+        tensors["lm_head.weight"] = matrix(config["vocab_size"], hidden)
+    directory.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(directory / WEIGHTS), metadata={"format": "pt"})
+    (directory / CONFIG).write_text(json.dumps(config, indent=2))
     return directory

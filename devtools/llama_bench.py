@@ -27,64 +27,14 @@ from pathlib import Path
 import numpy as np
 
 from common.cli import ArgumentParser, exit_status
+from common.random_checkpoint import SMOLLM2_135M, write_random_llama
 from devtools.bench import machine, stats
 
-# SmolLM2-135M's config.json (the hub's HuggingFaceTB/SmolLM2-135M), sizes only.
-SMOLLM2_135M = dict(
-    model_type="llama",
-    architectures=["LlamaForCausalLM"],
-    vocab_size=49152,
-    hidden_size=576,
-    intermediate_size=1536,
-    num_hidden_layers=30,
-    num_attention_heads=9,
-    num_key_value_heads=3,
-    max_position_embeddings=8192,
-    rope_theta=100000.0,
-    rms_norm_eps=1e-5,
-    tie_word_embeddings=True,
-    hidden_act="silu",
-    bos_token_id=0,
-    eos_token_id=0,
-)
 PROMPT_LENGTH = 16
 CONTENDERS = {
     "ours": "ours, step 23 (compiled, KV cache, float32)",
     "transformers": "transformers LlamaForCausalLM (PyTorch, float32)",
 }
-
-
-def write_checkpoint(directory: Path, config: dict, seed: int = 0) -> Path:
-    """config.json and model.safetensors of random weights: N(0, 0.02), norms 1."""
-    from safetensors.numpy import save_file
-
-    rng = np.random.default_rng(seed)
-    hidden, inter = config["hidden_size"], config["intermediate_size"]
-    head_dim = hidden // config["num_attention_heads"]
-    kv = config["num_key_value_heads"] * head_dim
-
-    def matrix(rows: int, cols: int) -> np.ndarray:
-        return (rng.standard_normal((rows, cols), dtype=np.float32) * 0.02).astype(np.float32)
-
-    tensors = {"model.embed_tokens.weight": matrix(config["vocab_size"], hidden)}
-    for i in range(config["num_hidden_layers"]):
-        prefix = f"model.layers.{i}."
-        tensors |= {
-            prefix + "input_layernorm.weight": np.ones(hidden, np.float32),
-            prefix + "self_attn.q_proj.weight": matrix(hidden, hidden),
-            prefix + "self_attn.k_proj.weight": matrix(kv, hidden),
-            prefix + "self_attn.v_proj.weight": matrix(kv, hidden),
-            prefix + "self_attn.o_proj.weight": matrix(hidden, hidden),
-            prefix + "post_attention_layernorm.weight": np.ones(hidden, np.float32),
-            prefix + "mlp.gate_proj.weight": matrix(inter, hidden),
-            prefix + "mlp.up_proj.weight": matrix(inter, hidden),
-            prefix + "mlp.down_proj.weight": matrix(hidden, inter),
-        }
-    tensors["model.norm.weight"] = np.ones(hidden, np.float32)
-    directory.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
-    (directory / "config.json").write_text(json.dumps(config, indent=2))
-    return directory
 
 
 # A contender: tokens(prompt_ids, count) yields `count` token ids, greedily.
@@ -263,7 +213,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def run(args: argparse.Namespace) -> None:
     config = dict(SMOLLM2_135M, num_hidden_layers=args.layers)
     with tempfile.TemporaryDirectory() as scratch:
-        directory = write_checkpoint(Path(scratch) / "smollm2-135m-random", config)
+        directory = write_random_llama(Path(scratch) / "smollm2-135m-random", config)
         data = measure(directory, args.tokens, args.rounds)
     report = format_report(data)
     print(report)

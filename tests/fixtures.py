@@ -67,6 +67,7 @@ def hf_llama(seed: int = 0, **config):
         num_key_value_heads=2,
         max_position_embeddings=64,
         rope_theta=5000.0,
+        tie_word_embeddings=True,  # as SmolLM2; transformers' LlamaConfig unties by default
         bos_token_id=0,
         eos_token_id=0,
         pad_token_id=0,
