@@ -10,14 +10,17 @@ round runs each model once, in an order that rotates from round to round,
 greedily from the same 16-token prompt; a run is timed from its first token
 to its last, so decode speed excludes the prompt (reported apart as the
 first token's latency). The table gives medians and min-max over the
-rounds, and the ratio of the two paired round by round. Random weights make
-no text; the work per token is the real model's.
+rounds, and the ratio of the two paired round by round. Both run in this
+process, so each timed run waits until the process is idle (the last run's
+thread pool has stopped spinning). Random weights make no text; the work per
+token is the real model's.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -133,6 +136,9 @@ def measure(directory: Path, count: int, rounds: int) -> dict:
     monitor = machine.LoadMonitor()
     for order in stats.round_orders(list(generators), rounds):
         for key in order:
+            # Both run in this process: let the last one's thread pool stop
+            # spinning first, or the next would share the cores with it.
+            machine.wait_until_idle([os.getpid()])
             samples[key].append(timed_run(key, generators[key], prompt, count))
     load = monitor.finish()
     summaries = {
