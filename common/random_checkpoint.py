@@ -81,9 +81,6 @@ def write_safetensors_checkpoint(
 ) -> Path:
     """A checkpoint directory without torch: config.json with Hugging Face's
     field names for `config`, and `tensors` as model.safetensors (no tokenizer)."""
-    from safetensors.numpy import save_file
-
-    directory = Path(directory)
     fields = {
         "architectures": ["GPT2LMHeadModel"],
         "model_type": GPT2,
@@ -98,6 +95,15 @@ def write_safetensors_checkpoint(
         "layer_norm_epsilon": config.layer_norm_epsilon,
         "initializer_range": 0.02,
     }
+    return write_files(directory, fields, tensors)
+
+
+def write_files(directory: Path, fields: dict, tensors: dict[str, np.ndarray]) -> Path:
+    """`fields` as config.json and `tensors` as model.safetensors in `directory`."""
+    from safetensors.numpy import save_file
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
     (directory / CONFIG).write_text(json.dumps(fields, indent=2))
     save_file(tensors, str(directory / WEIGHTS), metadata={"format": "pt"})
     return directory
@@ -127,8 +133,6 @@ def write_random_llama(directory: Path, config: dict, seed: int = 0) -> Path:
     """A Llama checkpoint of random weights, as transformers names them: config.json
     (`config`, the dict a config.json holds) and model.safetensors, N(0, 0.02), norms
     1, the head tied (no lm_head.weight) unless the config unties it."""
-    from safetensors.numpy import save_file
-
     rng = np.random.default_rng(seed)
     hidden, inter = config["hidden_size"], config["intermediate_size"]
     head_dim = hidden // config["num_attention_heads"]
@@ -154,7 +158,4 @@ def write_random_llama(directory: Path, config: dict, seed: int = 0) -> Path:
     tensors["model.norm.weight"] = np.ones(hidden, np.float32)
     if not config.get("tie_word_embeddings", True):
         tensors["lm_head.weight"] = matrix(config["vocab_size"], hidden)
-    directory.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, str(directory / WEIGHTS), metadata={"format": "pt"})
-    (directory / CONFIG).write_text(json.dumps(config, indent=2))
-    return directory
+    return write_files(directory, config, tensors)

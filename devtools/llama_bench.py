@@ -24,7 +24,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -40,11 +40,12 @@ CONTENDERS = {
 }
 
 
-# A contender: tokens(prompt_ids, count) yields `count` token ids, greedily.
-Generator = Callable[[list[int], int], Iterator[int]]
+# A contender: arrivals(prompt_ids, count) decodes `count` tokens greedily and
+# returns the time (perf_counter) at which each one arrived.
+Contender = Callable[[list[int], int], list[float]]
 
 
-def ours(directory: Path) -> tuple[Generator, float]:
+def ours(directory: Path) -> tuple[Contender, float]:
     """Step 23's model, loaded and compiled; the compile's seconds."""
     from solutions.solution_23 import compile_llama, generate_llama, load_llama
 
@@ -55,19 +56,21 @@ def ours(directory: Path) -> tuple[Generator, float]:
     list(generate_llama(forward, model.config, [1, 2, 3], 2))
     compile_seconds = time.perf_counter() - started
 
-    def tokens(prompt_ids: list[int], count: int) -> Iterator[int]:
-        return generate_llama(forward, model.config, prompt_ids, count)
+    def arrivals(prompt_ids: list[int], count: int) -> list[float]:
+        return [
+            time.perf_counter() for _ in generate_llama(forward, model.config, prompt_ids, count)
+        ]
 
-    return tokens, compile_seconds
+    return arrivals, compile_seconds
 
 
-def transformers_llama(directory: Path) -> Generator:
+def transformers_llama(directory: Path) -> Contender:
     import torch
     from transformers import LlamaForCausalLM
 
     model = LlamaForCausalLM.from_pretrained(directory, dtype=torch.float32).eval()
 
-    def tokens(prompt_ids: list[int], count: int) -> Iterator[int]:
+    def arrivals(prompt_ids: list[int], count: int) -> list[float]:
         stream = TokenStream()
         with torch.no_grad():
             model.generate(
@@ -77,47 +80,35 @@ def transformers_llama(directory: Path) -> Generator:
                 do_sample=False,
                 streamer=stream,
             )
-        return iter(stream.tokens)
+        return stream.times
 
-    return tokens
+    return arrivals
 
 
 class TokenStream:
     """transformers' streamer protocol: put() gets the prompt, then each new
-    token; the time of each token's arrival is kept."""
-
-    last: TokenStream | None = None
+    token; the time each token arrives is kept."""
 
     def __init__(self) -> None:
-        self.tokens: list[int] = []
         self.times: list[float] = []
         self.prompt_seen = False
-        TokenStream.last = self
 
     def put(self, value) -> None:
         if not self.prompt_seen:
             self.prompt_seen = True
             return
-        self.tokens.extend(int(v) for v in value.reshape(-1).tolist())
-        self.times.append(time.perf_counter())
+        self.times += [time.perf_counter()] * value.numel()
 
     def end(self) -> None:
         pass
 
 
-def timed_run(contender: str, tokens: Generator, prompt: list[int], count: int) -> dict:
+def timed_run(name: str, arrivals: Contender, prompt: list[int], count: int) -> dict:
     """First-token latency and decode tokens/s of one greedy run."""
     started = time.perf_counter()
-    if contender == "transformers":
-        produced = list(tokens(prompt, count))
-        times = TokenStream.last.times
-    else:
-        produced, times = [], []
-        for token in tokens(prompt, count):
-            produced.append(token)
-            times.append(time.perf_counter())
-    if len(produced) != count:
-        raise RuntimeError(f"{contender} made {len(produced)} tokens, not {count}")
+    times = arrivals(prompt, count)
+    if len(times) != count:
+        raise RuntimeError(f"{name} made {len(times)} tokens, not {count}")
     return dict(
         first_token_ms=1000 * (times[0] - started),
         decode_tok_s=(count - 1) / (times[-1] - times[0]),
@@ -125,21 +116,21 @@ def timed_run(contender: str, tokens: Generator, prompt: list[int], count: int) 
 
 
 def measure(directory: Path, count: int, rounds: int) -> dict:
-    generators: dict[str, Generator] = {}
-    generators["ours"], compile_seconds = ours(directory)
-    generators["transformers"] = transformers_llama(directory)
+    contenders: dict[str, Contender] = {}
+    contenders["ours"], compile_seconds = ours(directory)
+    contenders["transformers"] = transformers_llama(directory)
     prompt = np.random.default_rng(1).integers(1, SMOLLM2_135M["vocab_size"], PROMPT_LENGTH)
     prompt = [int(t) for t in prompt]
-    for key, tokens in generators.items():  # warm-up: the first call of each pays extra
-        timed_run(key, tokens, prompt, 4)
-    samples: dict[str, list[dict]] = {key: [] for key in generators}
+    for key, arrivals in contenders.items():  # warm-up: the first call of each pays extra
+        timed_run(key, arrivals, prompt, 4)
+    samples: dict[str, list[dict]] = {key: [] for key in contenders}
     monitor = machine.LoadMonitor()
-    for order in stats.round_orders(list(generators), rounds):
+    for order in stats.round_orders(list(contenders), rounds):
         for key in order:
             # Both run in this process: let the last one's thread pool stop
             # spinning first, or the next would share the cores with it.
             machine.wait_until_idle([os.getpid()])
-            samples[key].append(timed_run(key, generators[key], prompt, count))
+            samples[key].append(timed_run(key, contenders[key], prompt, count))
     load = monitor.finish()
     summaries = {
         key: {

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.reference import Weights, linear, softmax
+from tests.reference import Weights, linear, merge_heads, softmax, split_heads
 
 # --------------------------------------------------------------------------
 # rotary position embeddings (step 19)
@@ -82,6 +82,17 @@ def apply_rope(
     return x * cos + rotate_half(x, interleaved=interleaved, sign=sign) * sin
 
 
+def turned(
+    rotate: str, cos: np.ndarray, sin: np.ndarray, interleaved: bool = False, **tensors
+) -> dict[str, np.ndarray]:
+    """`tensors` by name, those that `rotate` names ("query,key") turned by the tables."""
+    names = rotate.split(",")
+    return {
+        name: apply_rope(t, cos, sin, interleaved=interleaved) if name in names else t
+        for name, t in tensors.items()
+    }
+
+
 def causal_attention(
     query: np.ndarray,
     key: np.ndarray,
@@ -130,10 +141,7 @@ def rope_attention(
     start = past if start is None else start
     cos, sin = rope_tables(np.arange(start, start + seq), head_dim, theta, **rope_options)
     interleaved = rope_options.get("interleaved", False)
-    rotated = {"query": query, "key": key, "value": value}
-    for name in rotate.split(","):
-        if name:
-            rotated[name] = apply_rope(rotated[name], cos, sin, interleaved=interleaved)
+    rotated = turned(rotate, cos, sin, interleaved, query=query, key=key, value=value)
     keys = np.concatenate([past_key, rotated["key"]], axis=-2)
     values = np.concatenate([past_value, rotated["value"]], axis=-2)
     return causal_attention(rotated["query"], keys, values, past), keys, values
@@ -172,12 +180,6 @@ def repeat_kv(x: np.ndarray, group: int, *, tiled: bool = False) -> np.ndarray:
     return np.tile(x, (1, group, 1, 1)) if tiled else np.repeat(x, group, axis=1)
 
 
-def heads(x: np.ndarray, num_heads: int) -> np.ndarray:
-    """[batch, seq, num_heads * head_dim] -> [batch, num_heads, seq, head_dim]."""
-    batch, seq, width = x.shape
-    return x.reshape(batch, seq, num_heads, width // num_heads).transpose(0, 2, 1, 3)
-
-
 def gqa_attention(
     w: Weights,
     x: np.ndarray,
@@ -199,30 +201,27 @@ def gqa_attention(
     x: [batch, seq, hidden]; past_key/past_value: [batch, num_kv_heads, past,
     head_dim], keys rotated. Returns the output [batch, seq, hidden] and the
     grown caches (every cached token; step 22 keeps only a window of them)."""
-    query = heads(linear(x, w[prefix + "q_proj.weight"], None), num_heads)
-    key = heads(linear(x, w[prefix + "k_proj.weight"], None), num_kv_heads)
-    value = heads(linear(x, w[prefix + "v_proj.weight"], None), num_kv_heads)
+    query = split_heads(linear(x, w[prefix + "q_proj.weight"], None), num_heads)
+    key = split_heads(linear(x, w[prefix + "k_proj.weight"], None), num_kv_heads)
+    value = split_heads(linear(x, w[prefix + "v_proj.weight"], None), num_kv_heads)
     batch, _, seq, head_dim = query.shape
     if past_key is None:
         past_key = past_value = np.zeros((batch, num_kv_heads, 0, head_dim))
     past = past_key.shape[-2]
     cos, sin = rope_tables(np.arange(past, past + seq), head_dim, theta)
-    turned = {"query": query, "key": key, "value": value}
-    for name in filter(None, rotate.split(",")):
-        turned[name] = apply_rope(turned[name], cos, sin)
-    keys = np.concatenate([past_key, turned["key"]], axis=-2)
-    values = np.concatenate([past_value, turned["value"]], axis=-2)
+    rotated = turned(rotate, cos, sin, query=query, key=key, value=value)
+    keys = np.concatenate([past_key, rotated["key"]], axis=-2)
+    values = np.concatenate([past_value, rotated["value"]], axis=-2)
     group = num_heads // num_kv_heads
     out = causal_attention(
-        turned["query"],
+        rotated["query"],
         repeat_kv(keys, group, tiled=tiled),
         repeat_kv(values, group, tiled=tiled),
         past,
         window=window,
         scale=scale,
     )
-    merged = out.transpose(0, 2, 1, 3).reshape(batch, seq, num_heads * head_dim)
-    return linear(merged, w[prefix + "o_proj.weight"], None), keys, values
+    return linear(merge_heads(out), w[prefix + "o_proj.weight"], None), keys, values
 
 
 # --------------------------------------------------------------------------

@@ -7,6 +7,7 @@ Llama checkpoint end to end."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -112,7 +113,7 @@ def edit_config(directory: Path, **changes) -> None:
 def test_a_checkpoint_it_cannot_run_is_named(tmp_path: Path, changes: dict, said: str) -> None:
     save(hf_llama(seed=4), tmp_path)
     edit_config(tmp_path, **changes)
-    with pytest.raises(CheckpointError, match=__import__("re").escape(said)):
+    with pytest.raises(CheckpointError, match=re.escape(said)):
         load_llama(tmp_path)
 
 

@@ -78,8 +78,8 @@ def config(ctx: Context, tied: bool = True):
     return ctx.call("LlamaConfig", config_class, **SIZES, tie_word_embeddings=tied)
 
 
-def empty_cache(batch: int = BATCH) -> tuple[np.ndarray, np.ndarray]:
-    zeros = np.zeros((LAYERS, batch, KV_HEADS, 0, D), np.float32)
+def empty_cache() -> tuple[np.ndarray, np.ndarray]:
+    zeros = np.zeros((LAYERS, BATCH, KV_HEADS, 0, D), np.float32)
     return zeros, zeros.copy()
 
 
