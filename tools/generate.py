@@ -93,7 +93,7 @@ def validate(args: argparse.Namespace) -> None:
         )
     if not args.greedy and args.top_k is not None and args.top_k < 1:
         raise UsageError(f"--top-k must be at least 1, not {args.top_k}.")
-    tutorial_model = [flag for flag, on in TUTORIAL_FLAGS.items() if getattr(args, on)]
+    tutorial_model = tutorial_flags(args)
     if tutorial_model and (args.device == "gpu" or args.dtype != "float32"):
         raise UsageError(
             f"{tutorial_model[0]} runs the tutorial's model on the CPU in float32; "
@@ -101,6 +101,11 @@ def validate(args: argparse.Namespace) -> None:
         )
     if args.step17 and (args.eager or args.steps):
         raise UsageError("--step17 is a compiled model: drop --eager / --steps, or --step17.")
+
+
+def tutorial_flags(args: argparse.Namespace) -> list[str]:
+    """The flags given that choose the tutorial's own GPT-2 (TUTORIAL_FLAGS)."""
+    return [flag for flag, on in TUTORIAL_FLAGS.items() if getattr(args, on)]
 
 
 def code_modules(use_steps: bool):
@@ -216,7 +221,7 @@ def llama_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str], o
     from solutions.solution_14 import decode_stream
     from solutions.solution_23 import compile_llama, generate_llama, load_llama
 
-    gpt2_only = [flag for flag, on in TUTORIAL_FLAGS.items() if getattr(args, on)]
+    gpt2_only = tutorial_flags(args)
     if args.device == "gpu" or args.dtype != "float32":
         gpt2_only.append("--device gpu / --dtype bfloat16")
     if gpt2_only:
