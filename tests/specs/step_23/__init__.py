@@ -23,11 +23,14 @@ SIZES = dict(
     num_attention_heads=4,
     num_key_value_heads=2,
     rope_theta=100.0,
-    rms_norm_eps=1e-5,
+    # Large, so that a norm built without the config's eps (RMSNorm's default
+    # is 1e-6) changes the numbers.
+    rms_norm_eps=1e-2,
 )
 H, INTER, V = SIZES["hidden_size"], SIZES["intermediate_size"], SIZES["vocab_size"]
 HEADS, KV_HEADS, LAYERS = SIZES["num_attention_heads"], SIZES["num_key_value_heads"], 2
 D = H // HEADS
+EPS = SIZES["rms_norm_eps"]
 BATCH, SEQ = 2, 5
 
 
@@ -93,11 +96,24 @@ def wrong_layers(w: dict, x: np.ndarray) -> dict[str, np.ndarray]:
     def mlp(h):
         return ref.swiglu_mlp(w, h, "mlp.")
 
-    def norm(name, h):
-        return ref.rms_norm(h, w[name + ".weight"], 1e-5)
+    def norm(name, h, eps=EPS):
+        return ref.rms_norm(h, w[name + ".weight"], eps)
 
+    def layer(input_eps, post_eps):
+        stream = x + attend(norm("input_layernorm", x, input_eps))
+        return stream + mlp(norm("post_attention_layernorm", stream, post_eps))
+
+    default = 1e-6  # RMSNorm's own default eps
     after_attention = x + attend(norm("input_layernorm", x))
     return {
+        "Both norms use RMSNorm's default eps, not the config's rms_norm_eps.": layer(
+            default, default
+        ),
+        "input_layernorm uses RMSNorm's default eps, not the config's rms_norm_eps.": layer(
+            default, EPS
+        ),
+        "post_attention_layernorm uses RMSNorm's default eps, not the config's "
+        "rms_norm_eps.": layer(EPS, default),
         "The MLP reads the stream through input_layernorm; it has its own norm, "
         "post_attention_layernorm.": after_attention
         + mlp(norm("input_layernorm", after_attention)),
@@ -139,7 +155,7 @@ def layer_adds_both_halves(ctx: Context) -> None:
             "(hidden_states, key, value).",
             "Return the new stream and the key and value caches the attention gave back.",
         )
-    want = ref.decoder_layer(weights, x, HEADS, KV_HEADS, 100.0, 1e-5)
+    want = ref.decoder_layer(weights, x, HEADS, KV_HEADS, 100.0, EPS)
     expect_close(result[0], want, "LlamaDecoderLayer(x)", wrong_layers(weights, x), model="Llama")
 
 
@@ -189,7 +205,7 @@ def expected_logits(weights: dict, ids: np.ndarray, tied: bool) -> np.ndarray:
         num_heads=HEADS,
         num_kv_heads=KV_HEADS,
         theta=100.0,
-        eps=1e-5,
+        eps=EPS,
     )
 
 

@@ -80,4 +80,10 @@ MISTAKES = [
         'elif not config.tie_word_embeddings or "lm_head.weight" not in state:',
         "raised CheckpointError",
     ),
+    m(
+        "post-attention norm without the config's eps",
+        "self.post_attention_layernorm = RMSNorm(config.hidden_size, eps=config.rms_norm_eps)",
+        "self.post_attention_layernorm = RMSNorm(config.hidden_size)",
+        "post_attention_layernorm uses RMSNorm's default eps",
+    ),
 ]
