@@ -41,6 +41,10 @@ TITLES = {
     21: "Grouped-query attention",
     22: "Sliding-window attention",
     23: "A Llama-style model",
+    # Part III: where the attention story ends.
+    24: "Multi-head latent attention",
+    25: "The absorbed decode",
+    26: "Attention's backward pass",
 }
 
 

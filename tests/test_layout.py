@@ -157,6 +157,8 @@ TESTS_AUDIENCE = {
     "specs/*": "learner",
     "reference.py": "learner",
     "reference_llama.py": "learner",
+    "reference_mla.py": "learner",
+    "reference_backward.py": "learner",
     "fixtures.py": "maintainers",
     "mistakes.py": "maintainers",
     "mutation_equivalents.toml": "maintainers",
