@@ -60,24 +60,23 @@ def absorbed_decode(
     latent = F.concat([past_latent, latent], axis=1)
     rope_key = F.concat([past_rope_key, rope_key], axis=1)
     key_half, value_half = absorbed_weights(attention)
+    batch, heads = hidden_states.shape[0], config.num_attention_heads
 
-    # Every head scores the same latents and the same rotary keys: a head axis
-    # of 1 broadcasts them, nothing is copied per head.
-    latents = latent.reshape([latent.shape[0], 1, latent.shape[1], config.kv_lora_rank])
-    rope_keys = rope_key.reshape([rope_key.shape[0], 1, rope_key.shape[1], config.qk_rope_head_dim])
-    # The query moves into latent space: [batch, heads, 1, nope] @ [heads, nope,
-    # rank] -> [batch, heads, 1, rank], one product per head.
+    # The query moves into latent space, one product per head: [batch, heads,
+    # 1, nope] @ [heads, nope, rank] -> [batch, heads, 1, rank].
     q_latent = q_nope @ key_half
-    scores = q_latent @ latents.transpose(-1, -2) + q_rope @ rope_keys.transpose(-1, -2)
+    # One new token, so its heads can be the rows of one matrix, [batch, heads,
+    # features]: every head reads the same latents and rotary keys, and one
+    # product per sequence scores all heads against all cached tokens.
+    q_latent = q_latent.reshape([batch, heads, config.kv_lora_rank])
+    q_rope = q_rope.reshape([batch, heads, config.qk_rope_head_dim])
+    scores = q_latent @ latent.transpose(-1, -2) + q_rope @ rope_key.transpose(-1, -2)
     # The scale stays that of the full query . key: the regrouping changed no score.
     weights = F.softmax(scores / math.sqrt(config.qk_head_dim), axis=-1)
 
-    # Weighted sum of latents first, then each head's value half, once:
-    # [batch, heads, 1, rank] @ [heads, rank, v] -> [batch, heads, 1, v].
-    context = weights @ latents
+    # The weighted sum of the latents first, then each head's value half, once.
+    context = weights @ latent
+    context = context.reshape([batch, heads, 1, config.kv_lora_rank])
     attn_output = context @ value_half.transpose(-1, -2)
-    batch = attn_output.shape[0]
-    attn_output = attn_output.transpose(1, 2).reshape(
-        [batch, 1, config.num_attention_heads * config.v_head_dim]
-    )
+    attn_output = attn_output.transpose(1, 2).reshape([batch, 1, heads * config.v_head_dim])
     return attention.o_proj(attn_output), latent, rope_key

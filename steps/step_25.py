@@ -53,27 +53,34 @@ def absorbed_decode(
     latent = F.concat([past_latent, latent], axis=1)
     rope_key = F.concat([past_rope_key, rope_key], axis=1)
     key_half, value_half = absorbed_weights(attention)
+    batch, heads = hidden_states.shape[0], config.num_attention_heads
 
-    # Every head scores the same latents and the same rotary keys: a head axis
-    # of 1 broadcasts them, nothing is copied per head.
-    latents = latent.reshape([latent.shape[0], 1, latent.shape[1], config.kv_lora_rank])
-    rope_keys = rope_key.reshape([rope_key.shape[0], 1, rope_key.shape[1], config.qk_rope_head_dim])
-    # TODO: the query in latent space ([batch, heads, 1, kv_lora_rank]), each
-    #   head's scores against every cached token (its latent part plus its
-    #   rotary part), and the attention weights (the page's "Scores in latent
+    # TODO: the query in latent space, [batch, heads, 1, kv_lora_rank]: each
+    #   head's q_nope through its own key half (the page's "Scores in latent
     #   space").
     q_latent = None
+    # END TODO
+    # One new token, so its heads can be the rows of one matrix, [batch, heads,
+    # features]: every head reads the same latents and rotary keys, and one
+    # product per sequence scores all heads against all cached tokens.
+    q_latent = q_latent.reshape([batch, heads, config.kv_lora_rank])
+    q_rope = q_rope.reshape([batch, heads, config.qk_rope_head_dim])
+    # TODO: every head's scores against every cached token, [batch, heads,
+    #   past + 1]: the latent part plus the rotary part; then the attention
+    #   weights (the page's "Scores in latent space").
     scores = None
     weights = None
     # END TODO
 
-    # TODO: the weighted sum of the latents, then each head's value half, once:
-    #   [batch, heads, 1, v_head_dim] (the page's "Values after the sum").
+    # The weighted sum of the latents first, then each head's value half, once.
+    # TODO: each head's weighted sum of the latents, [batch, heads,
+    #   kv_lora_rank] (the page's "Values after the sum").
     context = None
+    # END TODO
+    context = context.reshape([batch, heads, 1, config.kv_lora_rank])
+    # TODO: each head's value half applied to its sum, [batch, heads, 1,
+    #   v_head_dim] (the page's "Values after the sum").
     attn_output = None
     # END TODO
-    batch = attn_output.shape[0]
-    attn_output = attn_output.transpose(1, 2).reshape(
-        [batch, 1, config.num_attention_heads * config.v_head_dim]
-    )
+    attn_output = attn_output.transpose(1, 2).reshape([batch, 1, heads * config.v_head_dim])
     return attention.o_proj(attn_output), latent, rope_key

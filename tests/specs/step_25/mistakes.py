@@ -7,7 +7,7 @@ from tests.mistakes import Mutant, m
 SPLIT = (
     "key_half, value_half = F.split(per_head, [config.qk_nope_head_dim, config.v_head_dim], axis=1)"
 )
-SCORES = "scores = q_latent @ latents.transpose(-1, -2) + q_rope @ rope_keys.transpose(-1, -2)"
+SCORES = "scores = q_latent @ latent.transpose(-1, -2) + q_rope @ rope_key.transpose(-1, -2)"
 WEIGHTS = "weights = F.softmax(scores / math.sqrt(config.qk_head_dim), axis=-1)"
 
 MISTAKES = [
@@ -52,13 +52,13 @@ MISTAKES = [
     m(
         "rotary scores left out",
         SCORES,
-        "scores = q_latent @ latents.transpose(-1, -2)",
+        "scores = q_latent @ latent.transpose(-1, -2)",
         "rotary part",
     ),
     m(
         "latent scores left out",
         SCORES,
-        "scores = q_rope @ rope_keys.transpose(-1, -2)",
+        "scores = q_rope @ rope_key.transpose(-1, -2)",
         "latent part",
     ),
     Mutant(
@@ -66,13 +66,19 @@ MISTAKES = [
         (
             (
                 "    q_latent = q_nope @ key_half\n",
-                "    k_nope, values = attention.expand(latent)\n",
+                "    k_nope, values = attention.expand(latent)\n"
+                "    q_latent = q_nope @ k_nope.transpose(-1, -2)\n",
             ),
             (
-                "    scores = q_latent @ latents.transpose(-1, -2)",
-                "    scores = q_nope @ k_nope.transpose(-1, -2)",
+                "    q_latent = q_latent.reshape([batch, heads, config.kv_lora_rank])\n",
+                "    q_latent = q_latent.reshape([batch, heads, latent.shape[1]])\n",
             ),
-            ("    context = weights @ latents\n", ""),
+            ("scores = q_latent @ latent.transpose(-1, -2) +", "scores = q_latent +"),
+            ("    context = weights @ latent\n", ""),
+            (
+                "    context = context.reshape([batch, heads, 1, config.kv_lora_rank])\n",
+                "    weights = weights.reshape([batch, heads, 1, latent.shape[1]])\n",
+            ),
             (
                 "    attn_output = context @ value_half.transpose(-1, -2)",
                 "    attn_output = weights @ values",
