@@ -19,7 +19,6 @@ token is the real model's.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -31,7 +30,7 @@ import numpy as np
 
 from common.cli import ArgumentParser, exit_status
 from common.random_checkpoint import SMOLLM2_135M, write_random_llama
-from devtools.bench import machine, stats
+from devtools.bench import machine, reporting, stats
 
 PROMPT_LENGTH = 16
 CONTENDERS = {
@@ -157,16 +156,12 @@ def measure(directory: Path, count: int, rounds: int) -> dict:
 
 
 def format_report(data: dict) -> str:
-    load = data["load"]
-    other = load["other_processes_cpu_fraction"]
     lines = [
         f"Machine: {data['machine']}. A SmolLM2-135M-shaped checkpoint of random weights, "
         f"float32, batch 1, {PROMPT_LENGTH}-token prompt, {data['tokens']} tokens greedy; "
         f"{data['rounds']} interleaved rounds after a warm-up.",
         "",
-        f"Load while measuring: load average {load['loadavg_before'][0]:.2f} before, "
-        f"{load['loadavg_after'][0]:.2f} after"
-        + (f", other processes used {other:.0%} of the CPU." if other is not None else "."),
+        reporting.load_line(data["load"]),
         "",
         "| model | decode | first token | compile |",
         "|---|---|---|---|",
@@ -212,11 +207,7 @@ def run(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         directory = write_random_llama(Path(scratch) / "smollm2-135m-random", config)
         data = measure(directory, args.tokens, args.rounds)
-    report = format_report(data)
-    print(report)
-    if args.out:
-        args.out.write_text(report)
-        args.out.with_suffix(".json").write_text(json.dumps(data, indent=2) + "\n")
+    reporting.publish(format_report(data), data, args.out)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

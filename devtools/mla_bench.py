@@ -20,7 +20,6 @@ bytes per token and layer.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -30,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from common.cli import ArgumentParser, exit_status
-from devtools.bench import machine, stats
+from devtools.bench import machine, reporting, stats
 
 HIDDEN, HEADS, HEAD_DIM = 2048, 16, 128
 MLA = dict(
@@ -186,8 +185,6 @@ def measure(lengths: Sequence[int], rounds: int, repeats: int) -> dict:
 
 
 def format_report(data: dict) -> str:
-    load = data["load"]
-    other = load["other_processes_cpu_fraction"]
     lengths = data["lengths"]
     header = " | ".join(f"{length} cached: ms per token" for length in lengths)
     lines = [
@@ -196,9 +193,7 @@ def format_report(data: dict) -> str:
         f"{data['rounds']} interleaved rounds of {data['repeats']} decodes each after a "
         "warm-up; median (min-max).",
         "",
-        f"Load while measuring: load average {load['loadavg_before'][0]:.2f} before, "
-        f"{load['loadavg_after'][0]:.2f} after"
-        + (f", other processes used {other:.0%} of the CPU." if other is not None else "."),
+        reporting.load_line(data["load"]),
         "",
         f"| attention | cache per token and layer | {header} |",
         "|---|---|" + "---|" * len(lengths),
@@ -237,11 +232,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def run(args: argparse.Namespace) -> None:
     data = measure(args.lengths, args.rounds, args.repeats)
-    report = format_report(data)
-    print(report)
-    if args.out:
-        args.out.write_text(report)
-        args.out.with_suffix(".json").write_text(json.dumps(data, indent=2) + "\n")
+    reporting.publish(format_report(data), data, args.out)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -19,18 +19,8 @@ from transformers.models.deepseek_v3 import modeling_deepseek_v3 as hf
 
 from tests import reference_mla as ref
 from tests.checker.compare import close
+from tests.specs.step_24 import SIZES  # the checker's sizes: every width different
 from tests.test_reference_llama import assert_close, causal_bias, randomize, weights_of
-
-SIZES = ref.Sizes(
-    hidden_size=32,
-    num_heads=4,
-    q_lora_rank=20,
-    kv_lora_rank=24,
-    qk_nope_head_dim=8,
-    qk_rope_head_dim=6,
-    v_head_dim=12,
-    rope_theta=100.0,
-)
 
 
 def make_attention(sizes: ref.Sizes, seed: int) -> tuple[hf.DeepseekV3Attention, DeepseekV3Config]:

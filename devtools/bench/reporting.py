@@ -11,21 +11,35 @@ from pathlib import Path
 from devtools.bench.stats import format_spread
 
 
+def load_line(load: dict) -> str:
+    """How busy the machine was while a benchmark measured (machine.LoadMonitor)."""
+    other = load["other_processes_cpu_fraction"]
+    return (
+        f"Load while measuring: load average {load['loadavg_before'][0]:.2f} before, "
+        f"{load['loadavg_after'][0]:.2f} after"
+        + (f", other processes used {other:.0%} of the CPU" if other is not None else "")
+        + (" (**busy machine: figures are noisy**)" if load.get("busy") else "")
+        + "."
+    )
+
+
+def publish(report: str, data: dict, out: Path | None) -> None:
+    """Print a benchmark's table; with `out`, also write it there and its data beside it."""
+    print(report)
+    if out:
+        out.write_text(report)
+        out.with_suffix(".json").write_text(json.dumps(data, indent=2) + "\n")
+
+
 def format_report(data: dict) -> str:
     """The Markdown the book includes: machine, load, table, ratios, ceiling."""
     lengths = data["lengths"]
-    load = data["load"]
-    other = load["other_processes_cpu_fraction"]
     lines = [
         f"Machine: {data['machine']}. Device: {data['device']}, weights in {data['dtype']}, "
         f"batch {data['batch']}, {data['prompt_length']}-token prompt, greedy; "
         f"{data['repeats']} interleaved rounds after a warm-up.",
         "",
-        f"Load while measuring: load average {load['loadavg_before'][0]:.2f} before, "
-        f"{load['loadavg_after'][0]:.2f} after"
-        + (f", other processes used {other:.0%} of the CPU" if other is not None else "")
-        + (" (**busy machine: figures are noisy**)" if load["busy"] else "")
-        + ".",
+        load_line(data["load"]),
         "",
         "| model | "
         + " | ".join(f"{n} tokens" for n in lengths)

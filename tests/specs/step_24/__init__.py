@@ -84,6 +84,15 @@ def shape_mistake(actual: dict[str, tuple[int, ...]], s: ref.Sizes) -> Fail | No
     return None
 
 
+def random_weights(ctx: Context, s: ref.Sizes) -> dict[str, np.ndarray]:
+    """Weights of N(0, 0.2), norm scales near 1: large enough that every
+    mistake moves the output well beyond float32 rounding."""
+    return {
+        name: 1.0 + ctx.normal(*shape, std=0.1) if len(shape) == 1 else ctx.normal(*shape, std=0.2)
+        for name, shape in s.shapes().items()
+    }
+
+
 def attention(ctx: Context, s: ref.Sizes):
     """The learner's attention with sizes `s`, random weights loaded, and those weights."""
     module = ctx.build("MultiHeadLatentAttention", config(ctx, s))
@@ -98,10 +107,7 @@ def attention(ctx: Context, s: ref.Sizes):
     if failure := shape_mistake(actual, s):
         raise failure
     expect_parameters(module, s.shapes())
-    weights = {
-        name: 1.0 + ctx.normal(*shape, std=0.1) if len(shape) == 1 else ctx.normal(*shape, std=0.2)
-        for name, shape in s.shapes().items()
-    }
+    weights = random_weights(ctx, s)
     ctx.call("load_state_dict", module.load_state_dict, weights)
     return module, weights
 

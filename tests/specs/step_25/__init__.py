@@ -5,7 +5,7 @@ import numpy as np
 from solutions.solution_24 import MLAConfig, MultiHeadLatentAttention
 from tests import reference_mla as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, expect_shape, tensor
-from tests.specs.step_24 import SIZES
+from tests.specs.step_24 import SIZES, random_weights
 
 BATCH, PAST = 2, 6
 HEADS, NOPE, V, RANK = SIZES.num_heads, SIZES.qk_nope_head_dim, SIZES.v_head_dim, SIZES.kv_lora_rank
@@ -25,10 +25,7 @@ def attention(ctx: Context):
             rope_theta=SIZES.rope_theta,
         )
     )
-    weights = {
-        name: 1.0 + ctx.normal(*shape, std=0.1) if len(shape) == 1 else ctx.normal(*shape, std=0.2)
-        for name, shape in SIZES.shapes().items()
-    }
+    weights = random_weights(ctx, SIZES)
     module.load_state_dict(weights)
     return module, weights
 
