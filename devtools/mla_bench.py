@@ -3,7 +3,7 @@ step 24's multi-head latent attention (expand every cached latent, then
 attend), step 25's absorbed decode, and step 21's grouped-query and
 multi-head attention of the same width.
 
-    python -m devtools.mla_bench [--lengths 1024 4096] [--rounds 5] [--out docs/src/bench/mla_decode.md]
+    python -m devtools.mla_bench [--lengths 256 1024 4096 16384] [--rounds 5] [--out docs/src/bench/mla_decode.md]
 
 The sizes are DeepSeek-V2-Lite's attention with a compressed query: hidden
 2048, 16 heads, kv_lora_rank 512, qk_nope_head_dim 128, qk_rope_head_dim 64,
@@ -214,8 +214,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--lengths",
         type=int,
         nargs="+",
-        default=[1024, 4096],
-        help="cached tokens before the decoded one (default 1024 4096)",
+        default=[256, 1024, 4096, 16384],
+        help="cached tokens before the decoded one (default 256 1024 4096 16384)",
     )
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
     parser.add_argument(
