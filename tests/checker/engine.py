@@ -148,7 +148,13 @@ class Context:
             raise Fail(f"{what} raised {summarize(error, self.path)}") from error
 
     def build(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        return self.call(f"{name}(...)", self.get(name), *args, **kwargs)
+        """The learner's class `name` built with these arguments. Built under
+        F.lazy(): a Linear's random initial weights are typed, not drawn, so a
+        first check compiles no random kernel for weights the check replaces."""
+        from max.experimental import functional as F
+
+        with F.lazy():
+            return self.call(f"{name}(...)", self.get(name), *args, **kwargs)
 
     # -- data --------------------------------------------------------------
     def normal(self, *shape: int, std: float = 1.0) -> np.ndarray:
