@@ -161,14 +161,19 @@ def test_mha_backward_equals_gpt2_attentions_autograd(std):
         assert_close(layer.bias.grad, grads[f"{name}.bias"])
 
 
-def test_mha_backward_equals_finite_differences():
-    rng = np.random.default_rng(50)
-    w = {
+def attention_weights(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Random weights of a 2-head attention of width 8, in MAX's layout."""
+    return {
         "c_attn.weight": rng.standard_normal((24, 8)) * 0.3,
         "c_attn.bias": rng.standard_normal(24) * 0.1,
         "c_proj.weight": rng.standard_normal((8, 8)) * 0.3,
         "c_proj.bias": rng.standard_normal(8) * 0.1,
     }
+
+
+def test_mha_backward_equals_finite_differences():
+    rng = np.random.default_rng(50)
+    w = attention_weights(rng)
     x, grad_output = rng.standard_normal((2, 4, 8)), rng.standard_normal((2, 4, 8))
 
     def forward(x, **weights):
@@ -252,12 +257,7 @@ def test_linear_backward_equals_autograd():
 
 def test_mha_mistakes_differ():
     rng = np.random.default_rng(80)
-    w = {
-        "c_attn.weight": rng.standard_normal((24, 8)) * 0.3,
-        "c_attn.bias": rng.standard_normal(24) * 0.1,
-        "c_proj.weight": rng.standard_normal((8, 8)) * 0.3,
-        "c_proj.bias": rng.standard_normal(8) * 0.1,
-    }
+    w = attention_weights(rng)
     x, grad_output = rng.standard_normal((2, 5, 8)), rng.standard_normal((2, 5, 8))
     right = ref.mha_backward(w, x, grad_output, 2)
     for options in MHA_MISTAKES:
