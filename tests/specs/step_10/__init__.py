@@ -1,6 +1,7 @@
 """Checks for step 10: pre_norm_residual."""
 
 import numpy as np
+from max.experimental import functional as F
 
 from solutions.solution_03 import LayerNorm
 from solutions.solution_04 import GPT2MLP
@@ -14,7 +15,8 @@ E, INNER = CONFIG.n_embd, CONFIG.n_inner
 
 def parts(ctx: Context):
     """A real LayerNorm and MLP (the solutions') with GPT-2-like weights."""
-    norm, mlp = LayerNorm(E), GPT2MLP(INNER, CONFIG)
+    with F.lazy():  # typed only: the weights loaded below replace the random ones
+        norm, mlp = LayerNorm(E), GPT2MLP(INNER, CONFIG)
     ln = ctx.load_weights(norm, {"weight": (E,), "bias": (E,)})
     w = ctx.load_weights(
         mlp, {**linear_shapes("c_fc", E, INNER), **linear_shapes("c_proj", INNER, E)}

@@ -1,6 +1,7 @@
 """Checks for step 25: the absorbed decode."""
 
 import numpy as np
+from max.experimental import functional as F
 
 from solutions.solution_24 import MLAConfig, MultiHeadLatentAttention
 from tests import reference_mla as ref
@@ -13,7 +14,15 @@ HEADS, NOPE, V, RANK = SIZES.num_heads, SIZES.qk_nope_head_dim, SIZES.v_head_dim
 
 def attention(ctx: Context):
     """Step 24's attention (the solution's) with random weights, and those weights."""
-    module = MultiHeadLatentAttention(
+    with F.lazy():  # typed only: the weights below replace its random initial ones
+        module = build_attention()
+    weights = random_weights(ctx, SIZES)
+    module.load_state_dict(weights)
+    return module, weights
+
+
+def build_attention() -> MultiHeadLatentAttention:
+    return MultiHeadLatentAttention(
         MLAConfig(
             hidden_size=SIZES.hidden_size,
             num_attention_heads=HEADS,
@@ -25,9 +34,6 @@ def attention(ctx: Context):
             rope_theta=SIZES.rope_theta,
         )
     )
-    weights = random_weights(ctx, SIZES)
-    module.load_state_dict(weights)
-    return module, weights
 
 
 def halves_are_per_head(ctx: Context) -> None:
