@@ -11,10 +11,9 @@ v_head_dim 128, q_lora_rank 1536; GQA and MHA have 16 query heads of 128
 features, with 4 and 16 key/value heads. Random weights, float32, batch 1.
 Every contender is compiled once, for one new token after any number of
 cached ones, and returns its output only (its grown cache stays inside the
-graph). Each round times
-every contender once, in an order that rotates from round to round; the
-table gives medians and min-max over the rounds and each contender's cache
-bytes per token and layer.
+graph). Each round times every contender once, in an order that rotates from
+round to round; the table gives medians and min-max over the rounds and each
+contender's cache bytes per token and layer.
 """
 
 from __future__ import annotations
@@ -43,6 +42,15 @@ MLA = dict(
 )
 GQA_KV_HEADS = 4
 FLOAT32 = 4
+# Each contender's two caches, one sequence: MLA's latent and rotary key
+# [past, features]; GQA's and MHA's keys and values [kv_heads, past, head_dim].
+LATENT_CACHES = (["past", MLA["kv_lora_rank"]], ["past", MLA["qk_rope_head_dim"]])
+CACHE_SHAPES = {
+    "expand": LATENT_CACHES,
+    "absorbed": LATENT_CACHES,
+    "gqa": ([GQA_KV_HEADS, "past", HEAD_DIM],) * 2,
+    "mha": ([HEADS, "past", HEAD_DIM],) * 2,
+}
 
 CONTENDERS = {
     "expand": "MLA, expand then attend (step 24)",
@@ -70,19 +78,15 @@ def random_weights(module, rng: np.random.Generator) -> None:
 
 def cache_bytes_per_token() -> dict[str, int]:
     """Bytes one layer caches per token, float32."""
-    latent = (MLA["kv_lora_rank"] + MLA["qk_rope_head_dim"]) * FLOAT32
     return {
-        "expand": latent,
-        "absorbed": latent,
-        "gqa": 2 * GQA_KV_HEADS * HEAD_DIM * FLOAT32,
-        "mha": 2 * HEADS * HEAD_DIM * FLOAT32,
+        key: sum(FLOAT32 * int(np.prod([d for d in shape if d != "past"])) for shape in shapes)
+        for key, shapes in CACHE_SHAPES.items()
     }
 
 
-def compiled_decoders(rng: np.random.Generator) -> tuple[dict, dict]:
+def compiled_decoders(rng: np.random.Generator) -> dict:
     """Each contender compiled for one new token after any number of cached
-    ones ("past" is symbolic): {key: graph}, and {key: the caches' shapes per
-    cached token} to make inputs with."""
+    ones ("past" is symbolic): {key: graph}."""
     from max.dtype import DType
     from max.experimental.nn import Module
     from max.graph import TensorType
@@ -106,8 +110,6 @@ def compiled_decoders(rng: np.random.Generator) -> tuple[dict, dict]:
     mla = MultiHeadLatentAttention(MLAConfig(**MLA))
     random_weights(mla, rng)
     modules = {"expand": OneToken(mla), "absorbed": OneToken(mla, absorbed=True)}
-    latent_shapes = ([MLA["kv_lora_rank"]], [MLA["qk_rope_head_dim"]])
-    cache_shapes = {"expand": latent_shapes, "absorbed": latent_shapes}
     for key, kv_heads in (("gqa", GQA_KV_HEADS), ("mha", HEADS)):
         config = LlamaConfig(
             hidden_size=HIDDEN, num_attention_heads=HEADS, num_key_value_heads=kv_heads
@@ -115,34 +117,29 @@ def compiled_decoders(rng: np.random.Generator) -> tuple[dict, dict]:
         attention = GroupedQueryAttention(config)
         random_weights(attention, rng)
         modules[key] = OneToken(attention)
-        cache_shapes[key] = ([kv_heads, "past", HEAD_DIM], [kv_heads, "past", HEAD_DIM])
 
-    def cache_type(shape: list) -> TensorType:
-        # MLA's caches are [batch, past, features]; GQA's [batch, heads, past, head_dim].
-        dims = [1, *shape] if "past" in shape else [1, "past", *shape]
-        return TensorType(DType.float32, dims, device=mla.q_a_proj.weight.device)
+    def input_type(shape: list) -> TensorType:  # a batch of one
+        return TensorType(DType.float32, [1, *shape], device=mla.q_a_proj.weight.device)
 
-    x_type = TensorType(DType.float32, [1, 1, HIDDEN], device=mla.q_a_proj.weight.device)
-    graphs = {
-        key: module.compile(x_type, *(cache_type(s) for s in cache_shapes[key]))
+    x_type = input_type([1, HIDDEN])
+    return {
+        key: module.compile(x_type, *(input_type(s) for s in CACHE_SHAPES[key]))
         for key, module in modules.items()
     }
-    return graphs, cache_shapes
 
 
-def contenders(graphs: dict, cache_shapes: dict, length: int, rng) -> dict[str, Decode]:
+def contenders(graphs: dict, length: int, rng) -> dict[str, Decode]:
     """Each compiled contender's one-token decode after `length` random cached tokens."""
     from max.experimental.tensor import Tensor
 
-    def normal(shape: list) -> Tensor:
-        dims = [length if d == "past" else d for d in shape]
-        dims = [1, *dims] if "past" in shape else [1, length, *dims]
+    def normal(shape: list) -> Tensor:  # a batch of one, "past" cached tokens
+        dims = [1, *(length if d == "past" else d for d in shape)]
         return Tensor(rng.standard_normal(dims).astype(np.float32))
 
-    x = Tensor(rng.standard_normal((1, 1, HIDDEN)).astype(np.float32))
+    x = normal([1, HIDDEN])
     decoders = {}
     for key, graph in graphs.items():
-        caches = [normal(shape) for shape in cache_shapes[key]]
+        caches = [normal(shape) for shape in CACHE_SHAPES[key]]
         decoders[key] = lambda graph=graph, caches=caches: graph(x, *caches).to_numpy()
     return decoders
 
@@ -158,12 +155,12 @@ def timed(decode: Decode, repeats: int) -> float:
 def measure(lengths: Sequence[int], rounds: int, repeats: int) -> dict:
     rng = np.random.default_rng(0)
     started = time.perf_counter()
-    graphs, cache_shapes = compiled_decoders(rng)
+    graphs = compiled_decoders(rng)
     compile_seconds = time.perf_counter() - started
     monitor = machine.LoadMonitor()
     results = {}
     for length in lengths:
-        decoders = contenders(graphs, cache_shapes, length, rng)
+        decoders = contenders(graphs, length, rng)
         for decode in decoders.values():  # warm-up: the first run of a length pays extra
             decode()
         samples: dict[str, list[float]] = {key: [] for key in decoders}
