@@ -43,6 +43,20 @@ class Sizes:
     def qk_head_dim(self) -> int:
         return self.qk_nope_head_dim + self.qk_rope_head_dim
 
+    def config(self) -> dict:
+        """The sizes by their names in DeepSeek-V3's config.json (and step 24's MLAConfig)."""
+        return dict(
+            hidden_size=self.hidden_size,
+            num_attention_heads=self.num_heads,
+            q_lora_rank=self.q_lora_rank,
+            kv_lora_rank=self.kv_lora_rank,
+            qk_nope_head_dim=self.qk_nope_head_dim,
+            qk_rope_head_dim=self.qk_rope_head_dim,
+            v_head_dim=self.v_head_dim,
+            rope_theta=self.rope_theta,
+            rope_interleave=self.rope_interleave,
+        )
+
     def shapes(self) -> dict[str, tuple[int, ...]]:
         """Every parameter's shape, by transformers' name."""
         heads = self.num_heads

@@ -24,18 +24,14 @@ from tests.test_reference_llama import assert_close, causal_bias, randomize, wei
 
 
 def make_attention(sizes: ref.Sizes, seed: int) -> tuple[hf.DeepseekV3Attention, DeepseekV3Config]:
+    sizes_by_name = sizes.config()
+    # transformers 5 takes the rotary base inside rope_parameters.
+    theta = sizes_by_name.pop("rope_theta")
     config = DeepseekV3Config(
+        **sizes_by_name,
         vocab_size=97,
-        hidden_size=sizes.hidden_size,
-        num_attention_heads=sizes.num_heads,
         num_key_value_heads=sizes.num_heads,
-        q_lora_rank=sizes.q_lora_rank,
-        kv_lora_rank=sizes.kv_lora_rank,
-        qk_nope_head_dim=sizes.qk_nope_head_dim,
-        qk_rope_head_dim=sizes.qk_rope_head_dim,
-        v_head_dim=sizes.v_head_dim,
-        rope_interleave=sizes.rope_interleave,
-        rope_parameters={"rope_type": "default", "rope_theta": sizes.rope_theta},
+        rope_parameters={"rope_type": "default", "rope_theta": theta},
         num_hidden_layers=1,
     )
     config._attn_implementation = "eager"

@@ -36,18 +36,7 @@ BATCH, SEQ, PAST = 2, 5, 3
 
 def config(ctx: Context, s: ref.Sizes):
     """The learner's MLAConfig with the sizes `s`."""
-    return ctx.build(
-        "MLAConfig",
-        hidden_size=s.hidden_size,
-        num_attention_heads=s.num_heads,
-        q_lora_rank=s.q_lora_rank,
-        kv_lora_rank=s.kv_lora_rank,
-        qk_nope_head_dim=s.qk_nope_head_dim,
-        qk_rope_head_dim=s.qk_rope_head_dim,
-        v_head_dim=s.v_head_dim,
-        rope_theta=s.rope_theta,
-        rope_interleave=s.rope_interleave,
-    )
+    return ctx.build("MLAConfig", **s.config())
 
 
 def shape_mistake(actual: dict[str, tuple[int, ...]], s: ref.Sizes) -> Fail | None:
@@ -174,9 +163,14 @@ def attends_like_deepseek(ctx: Context) -> None:
     expect_close(out, want, "MultiHeadLatentAttention(x)", wrong, model="DeepSeek-V3")
 
 
+def shape_of(value) -> tuple[int, ...]:
+    """A tensor's or an array's shape as ints; () for anything without one."""
+    return tuple(int(d) for d in getattr(value, "shape", ()))
+
+
 def expanded_cache(got, name: str, s: ref.Sizes) -> Fail | None:
     """A Fail for a cache that holds every head's keys or values (four axes)."""
-    shape = getattr(np.asarray(got.to_numpy()) if hasattr(got, "to_numpy") else got, "shape", ())
+    shape = shape_of(got)
     if len(shape) != 4:
         return None
     per_token = ref.cache_bytes_per_token(s)
@@ -193,9 +187,28 @@ def expanded_cache(got, name: str, s: ref.Sizes) -> Fail | None:
 def caches_latent_and_rope_key(ctx: Context) -> None:
     (out, latent, rope_key), inputs = run(ctx, SIZES, PAST)
     want, want_latent, want_rope_key = ref.mla_attention(*inputs)
+    restarted, _, restarted_rope_key = ref.mla_attention(*inputs, start=0)
+    raw_latent = ref.mla_attention(*inputs, cache_raw_latent=True)[1]
     total = PAST + SEQ
-    caches = (("latent", latent, want_latent), ("rotary key", rope_key, want_rope_key))
-    for name, got, want_cache in caches:
+    caches = (
+        (
+            "latent",
+            latent,
+            want_latent,
+            "The latent cache holds the latents before kv_a_layernorm: store them "
+            "normalised, so no step normalises a cached token again.",
+            raw_latent,
+        ),
+        (
+            "rotary key",
+            rope_key,
+            want_rope_key,
+            "The new tokens' rotary keys turn as if they sat at positions 0, 1, ...: "
+            f"after {PAST} cached tokens they sit at {PAST}, {PAST + 1}, ...",
+            restarted_rope_key,
+        ),
+    )
+    for name, got, want_cache, its_mistake, its_cache in caches:
         if failure := expanded_cache(got, name, SIZES):
             raise failure
         what = f"the {name} cache after {PAST} cached + {SEQ} new tokens"
@@ -209,22 +222,10 @@ def caches_latent_and_rope_key(ctx: Context) -> None:
             f"The {name} cache holds the new tokens before the cached ones: append them "
             "after, so positions stay in order.": np.concatenate(
                 [want_cache[:, PAST:], want_cache[:, :PAST]], axis=1
-            )
+            ),
+            its_mistake: its_cache,
         }
-        if name == "latent":
-            raw = ref.mla_attention(*inputs, cache_raw_latent=True)[1]
-            wrong[
-                "The latent cache holds the latents before kv_a_layernorm: store them "
-                "normalised, so no step normalises a cached token again."
-            ] = raw
-        else:
-            start_zero = ref.mla_attention(*inputs, start=0)[2]
-            wrong[
-                "The new tokens' rotary keys turn as if they sat at positions 0, 1, ...: "
-                f"after {PAST} cached tokens they sit at {PAST}, {PAST + 1}, ..."
-            ] = start_zero
         expect_close(got, want_cache, what, wrong, model="DeepSeek-V3")
-    restarted = ref.mla_attention(*inputs, start=0)[0]
     expect_close(
         out,
         want,

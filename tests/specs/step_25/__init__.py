@@ -6,7 +6,7 @@ from max.experimental import functional as F
 from solutions.solution_24 import MLAConfig, MultiHeadLatentAttention
 from tests import reference_mla as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, expect_shape, tensor
-from tests.specs.step_24 import SIZES, random_weights
+from tests.specs.step_24 import SIZES, random_weights, shape_of
 
 BATCH, PAST = 2, 6
 HEADS, NOPE, V, RANK = SIZES.num_heads, SIZES.qk_nope_head_dim, SIZES.v_head_dim, SIZES.kv_lora_rank
@@ -15,25 +15,10 @@ HEADS, NOPE, V, RANK = SIZES.num_heads, SIZES.qk_nope_head_dim, SIZES.v_head_dim
 def attention(ctx: Context):
     """Step 24's attention (the solution's) with random weights, and those weights."""
     with F.lazy():  # typed only: the weights below replace its random initial ones
-        module = build_attention()
+        module = MultiHeadLatentAttention(MLAConfig(**SIZES.config()))
     weights = random_weights(ctx, SIZES)
     module.load_state_dict(weights)
     return module, weights
-
-
-def build_attention() -> MultiHeadLatentAttention:
-    return MultiHeadLatentAttention(
-        MLAConfig(
-            hidden_size=SIZES.hidden_size,
-            num_attention_heads=HEADS,
-            q_lora_rank=SIZES.q_lora_rank,
-            kv_lora_rank=RANK,
-            qk_nope_head_dim=NOPE,
-            qk_rope_head_dim=SIZES.qk_rope_head_dim,
-            v_head_dim=V,
-            rope_theta=SIZES.rope_theta,
-        )
-    )
 
 
 def halves_are_per_head(ctx: Context) -> None:
@@ -47,7 +32,7 @@ def halves_are_per_head(ctx: Context) -> None:
     key_half, value_half = got
     want_key, want_value = ref.absorbed_weights(w, SIZES)
     swapped = [tuple(want_value.shape), tuple(want_key.shape)]
-    shapes = [tuple(to_shape(half)) for half in got]
+    shapes = [shape_of(half) for half in got]
     if shapes == swapped:
         raise Fail(
             f"The halves are swapped: key_half is {list(shapes[0])}, value_half "
@@ -92,11 +77,6 @@ def halves_are_per_head(ctx: Context) -> None:
             },
             model="DeepSeek-V3",
         )
-
-
-def to_shape(value) -> tuple[int, ...]:
-    shape = getattr(value, "shape", ())
-    return tuple(int(d) for d in shape)
 
 
 def spy_on_expansion(module) -> list[str]:
