@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from tests.reference import Weights, causal_mask, merge_heads, softmax, split_heads
+from tests.reference import Weights, causal_mask, linear, merge_heads, softmax, split_heads
 
 # --------------------------------------------------------------------------
 # finite differences
@@ -183,7 +183,7 @@ def mha_backward(
     The mistakes: qkv_order, the order in which dQ, dK and dV are joined
     before c_attn's backward ("kqv"...); attention_options,
     attention_backward's."""
-    qkv = x @ w["c_attn.weight"].T + w["c_attn.bias"]
+    qkv = linear(x, w["c_attn.weight"], w["c_attn.bias"])
     heads = [split_heads(t, num_heads) for t in np.split(qkv, 3, axis=-1)]
     out, probs = attention_forward(*heads)
     grads = {}

@@ -62,8 +62,8 @@ MASK_ADDED = (
 )
 
 
-def wrong(variants: dict[str, tuple], index: int) -> dict[str, np.ndarray]:
-    """{explanation: that mistake's result number `index`}."""
+def wrong(variants: dict, index: int | str) -> dict[str, np.ndarray]:
+    """{explanation: that mistake's result `index`}: a gradient by position or by name."""
     return {why: result[index] for why, result in variants.items()}
 
 
@@ -192,21 +192,18 @@ def grad_query_and_key_go_back_through_the_scale(ctx: Context) -> None:
 # a Linear, and the whole attention block
 
 
-def linear_output(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
-    return base.linear(x, weight, bias)
-
-
 BIAS_SUMMED = (
     "A bias is added at every position of every sequence, so its gradient is dy summed "
     "over batch and sequence: one number per output feature."
 )
+WEIGHT_TRANSPOSED = (
+    "dW is transposed: MAX keeps a Linear's weight as [out_features, in_features], and a "
+    "gradient has the layout of what it is the gradient of: dW = dy^T x."
+)
 LINEAR_MISTAKES = {
     "dx = dy W^T: the forward's y = x W^T already holds the transpose, so dx = dy W, "
     "[batch, seq, out] @ [out, in].": {"through_transposed": True},
-    "dW is transposed: MAX keeps a Linear's weight as [out_features, in_features], and a "
-    "gradient has the layout of what it is the gradient of: dW = dy^T x.": {
-        "weight_transposed": True
-    },
+    WEIGHT_TRANSPOSED: {"weight_transposed": True},
     f"db is averaged over batch and sequence, not summed. {BIAS_SUMMED}": {"bias_mean": True},
 }
 
@@ -229,7 +226,7 @@ def expect_weight_shape(value, shape: tuple[int, int], what: str) -> np.ndarray:
     if array.shape == shape[::-1] and shape[0] != shape[1]:
         raise Fail(
             f"{what} has shape {list(array.shape)}, expected {list(shape)}: it is transposed.",
-            next(why for why in LINEAR_MISTAKES if why.startswith("dW is transposed")),
+            WEIGHT_TRANSPOSED,
         )
     return expect_shape(array, shape, what)
 
@@ -242,7 +239,7 @@ def linear_backward_sums_over_positions(ctx: Context) -> None:
         "linear_backward", ctx.get("linear_backward"), tensor(x), tensor(weight), tensor(grad_y)
     )
     got = triple("linear_backward", result)
-    want = ref.gradients(linear_output, {"x": x, "weight": weight, "bias": bias}, grad_y)
+    want = ref.gradients(base.linear, {"x": x, "weight": weight, "bias": bias}, grad_y)
     variants = {
         why: ref.linear_backward(x, weight, grad_y, **options)
         for why, options in LINEAR_MISTAKES.items()
@@ -304,8 +301,7 @@ def mha_backward_matches_finite_differences(ctx: Context) -> None:
             expect_bias_shape(got[name], MHA_SHAPES[name][0], what)
         elif name.endswith("weight"):
             expect_weight_shape(got[name], MHA_SHAPES[name], what)
-        mistakes = {why: result[name] for why, result in variants.items()}
-        expect_close(got[name], want[name], what, mistakes, model=FD)
+        expect_close(got[name], want[name], what, wrong(variants, name), model=FD)
 
 
 STEP = Step(
