@@ -31,6 +31,7 @@ tokens.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -194,13 +195,27 @@ def _layer_norm(norm, x: Tensor) -> Tensor:
 def _linear(layer: Linear, x: Tensor) -> Tensor:
     """layer(x) for float32 x [batch, seq, in]. One position per sequence
     (decoding) goes through our kernel, which reads the weights as they are
-    stored; a prompt goes through MAX's matmul, in float32."""
+    stored. So does a prompt with bfloat16 weights on a CPU with bfloat16
+    dot products (the kernel's tiles multiply them as they are); any other
+    prompt goes through MAX's matmul, in float32."""
     batch, seq_length, n_in = x.shape
     n_out = layer.weight.shape[0]
     bias = _f32_bias(layer, x.device)
-    if seq_length != 1:
+    if seq_length != 1 and not (layer.weight.dtype == DType.bfloat16 and cpu_has_bf16_dot()):
         return x @ _f32(layer.weight).T + bias
     return linear_rows(layer, x.reshape([-1, n_in]), bias).reshape([batch, seq_length, n_out])
+
+
+@functools.cache
+def cpu_has_bf16_dot() -> bool:
+    """Whether this CPU has AVX512_BF16's dot products, as MAX, which builds
+    our kernels for the CPU it runs on, will find it (Linux's CPU flags)."""
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    flags = next((line for line in cpuinfo.splitlines() if line.startswith("flags")), "")
+    return "avx512_bf16" in flags.split()
 
 
 def _f32_bias(layer: Linear, device) -> Tensor:

@@ -92,8 +92,9 @@ def test_too_long_a_request_is_refused(fast) -> None:
 
 
 # bfloat16 keeps 8 bits of mantissa: each weight is rounded to a relative
-# 2**-9 = 0.2% (the fast model keeps activations, the cache and the logits in
-# float32, so the weights are the only thing rounded). The rounding errors of
+# 2**-9 = 0.2%. The fast model keeps activations, the cache and the logits in
+# float32; on a CPU with bfloat16 dot products each projection's input is
+# rounded to bfloat16 as well, as it enters the kernel. The rounding errors of
 # a sum of products add up like a random walk, so the logits move by a small
 # fraction of their spread (max |logit - mean|). Measured on this fixture:
 # at most about 1% of the spread (printed by the test, run with -s); the
@@ -157,8 +158,20 @@ def test_each_generator_has_caches_of_its_own(checkpoint, fast) -> None:
 
 
 # --- the row kernel on its own -------------------------------------------------
-# n_in = 37 leaves a scalar tail after two 16-wide chunks; n_in = 80 a single
-# chunk after two pairs. Rows 1-9 cover the four-row blocks and every remainder.
+# n_in = 37 leaves a scalar tail after two 16-wide chunks (and after one
+# 32-pair bfloat16 dot product); n_in = 80 a single chunk after two pairs.
+# n_out = 42: a second task of 10 weight rows, two of them after the last
+# block of four. Rows 1-9 cover the four-row blocks and every remainder;
+# 8 and more rows the bfloat16 kernel's tiles, 13 and 33 with rows left over.
+ROW_COUNTS = [*range(1, 10), 13, 16, 33]
+# (weights' dtype, kernel): the float32 path, bfloat16 through the CPU's
+# bfloat16 dot products where it has them (the kernel the model calls), and
+# bfloat16 widened to float32 (what a CPU without them runs).
+ROW_KERNELS = [
+    ("float32", "gpt2_linear_rows"),
+    ("bfloat16", "gpt2_linear_rows"),
+    ("bfloat16", "gpt2_linear_rows_widening"),
+]
 
 
 def bfloat16_bits(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -167,16 +180,29 @@ def bfloat16_bits(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return upper, (upper.astype(np.uint32) << 16).view(np.float32)
 
 
-@pytest.mark.parametrize("n_in", [37, 80])
-@pytest.mark.parametrize("dtype_name", ["float32", "bfloat16"])
-def test_the_row_kernel_is_a_matmul_for_every_row_count(n_in: int, dtype_name: str) -> None:
+def rounded_to_bfloat16(x: np.ndarray) -> np.ndarray:
+    """x rounded to the nearest bfloat16 (ties to even), as float32: what
+    the dot-product path does to its rows before multiplying."""
+    bits = x.astype(np.float32).view(np.uint32)
+    upper = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return (upper << 16).astype(np.uint32).view(np.float32)
+
+
+@pytest.mark.parametrize(("dtype_name", "kernel"), ROW_KERNELS)
+def test_the_row_kernel_is_a_matmul_for_every_row_count(dtype_name: str, kernel: str) -> None:
+    from devtools.bench.profile import one_op_graphs
+
+    # One graph for every shape: rows and n_in are symbolic.
+    graph = one_op_graphs(42, "n_in", dtype_name, "rows", {"kernel": kernel})["kernel"]
+    for n_in in (37, 80):
+        check_row_kernel(graph, n_in, dtype_name, kernel)
+
+
+def check_row_kernel(graph, n_in: int, dtype_name: str, kernel: str) -> None:
     from max.driver import Buffer
     from max.dtype import DType
 
-    from devtools.bench.profile import one_op_graphs
-
-    n_out = 40
-    kernel = one_op_graphs(n_out, n_in, dtype_name, "rows")["our_kernel"]
+    n_out = 42
     rng = np.random.default_rng(n_in)
     weight = rng.standard_normal((n_out, n_in)).astype(np.float32)
     bias = rng.standard_normal(n_out).astype(np.float32)
@@ -185,12 +211,27 @@ def test_the_row_kernel_is_a_matmul_for_every_row_count(n_in: int, dtype_name: s
         weight_buffer = Buffer.from_numpy(bits).view(DType.bfloat16, list(weight.shape))
     else:
         weight_buffer = Buffer.from_numpy(weight)
-    for rows in range(1, 10):
+    dot_products = (
+        dtype_name == "bfloat16" and kernel == "gpt2_linear_rows" and fast_gpt2.cpu_has_bf16_dot()
+    )
+    for rows in ROW_COUNTS:
         x = rng.standard_normal((rows, n_in)).astype(np.float32)
-        (out,) = kernel.execute(Buffer.from_numpy(x), weight_buffer, Buffer.from_numpy(bias))
+        (out,) = graph.execute(Buffer.from_numpy(x), weight_buffer, Buffer.from_numpy(bias))
+        # The dot products multiply x rounded to bfloat16, exactly, and sum
+        # in float32: the same products as NumPy's on the rounded x.
+        x_used = rounded_to_bfloat16(x) if dot_products else x
         np.testing.assert_allclose(
-            out.to_numpy(), x @ weight.T + bias, rtol=1e-5, atol=1e-5, err_msg=f"{rows} rows"
+            out.to_numpy(),
+            x_used @ weight.T + bias,
+            rtol=1e-5,
+            atol=1e-5,
+            err_msg=f"{rows} rows, {n_in} inputs",
         )
+        if dot_products:
+            # ... so the float32 product is off by at most bfloat16's unit
+            # roundoff (2**-8) of each |x| times |w|.
+            bound = np.abs(x) @ np.abs(weight).T * 2**-8 + 1e-5
+            assert np.all(np.abs(out.to_numpy() - (x @ weight.T + bias)) <= bound), (rows, n_in)
 
 
 def test_few_rows_and_many_rows_give_one_answer() -> None:

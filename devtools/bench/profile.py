@@ -50,10 +50,26 @@ def decode_graph_ops(config: dict) -> dict:
     return counts
 
 
-def one_op_graphs(n_out: int, n_in: int, dtype_name: str, rows) -> dict:
-    """Two compiled one-op graphs computing x @ W.T + b for float32 x [rows,
-    n_in] and W [n_out, n_in] in `dtype_name`: MAX's matmul and our kernel
-    (fast/kernels, gpt2_linear_rows). `rows` is a number or a symbolic name."""
+def kernel_ops(dtype_name: str) -> dict[str, str]:
+    """Our projection kernels worth timing for weights in `dtype_name`: the
+    one the model calls and, for bfloat16 on a CPU with bfloat16 dot
+    products (which the model's kernel uses), the widening path a CPU
+    without them takes."""
+    from fast.gpt2 import cpu_has_bf16_dot
+
+    ops = {"our_kernel": "gpt2_linear_rows"}
+    if dtype_name == "bfloat16" and cpu_has_bf16_dot():
+        ops["our_kernel_widening"] = "gpt2_linear_rows_widening"
+    return ops
+
+
+def one_op_graphs(
+    n_out: int, n_in: int, dtype_name: str, rows, kernels: dict[str, str] | None = None
+) -> dict:
+    """Compiled one-op graphs computing x @ W.T + b for float32 x [rows,
+    n_in] and W [n_out, n_in] in `dtype_name`: MAX's matmul and each of
+    kernel_ops' kernels, or only `kernels` ({key: op name}) when given. Each
+    size is a number or a symbolic name."""
     from max.driver import CPU
     from max.dtype import DType
     from max.engine import InferenceSession
@@ -68,17 +84,21 @@ def one_op_graphs(n_out: int, n_in: int, dtype_name: str, rows) -> dict:
         TensorType(DType.float32, [n_out], device=cpu),
     ]
     session = InferenceSession(devices=[CPU()])
-    with Graph("max_matmul", input_types=inputs) as graph:
-        x, weight, bias = graph.inputs
-        # MAX's matmul in the weights' dtype, as a model in that dtype runs it.
-        product = ops.cast(x, weight.dtype) @ weight.T
-        graph.output(ops.cast(product, DType.float32) + bias)
-    max_matmul = session.load(graph)
-    with Graph("our_kernel", input_types=inputs, custom_extensions=[KERNELS]) as graph:
-        x = graph.inputs[0]
-        out_type = TensorType(DType.float32, [x.shape[0], n_out], device=cpu)
-        graph.output(ops.custom("gpt2_linear_rows", cpu, list(graph.inputs), [out_type])[0])
-    return dict(max_matmul=max_matmul, our_kernel=session.load(graph))
+    graphs = {}
+    if kernels is None:
+        with Graph("max_matmul", input_types=inputs) as graph:
+            x, weight, bias = graph.inputs
+            # MAX's matmul in the weights' dtype, as a model in that dtype runs it.
+            product = ops.cast(x, weight.dtype) @ weight.T
+            graph.output(ops.cast(product, DType.float32) + bias)
+        graphs["max_matmul"] = session.load(graph)
+    for key, op in (kernels or kernel_ops(dtype_name)).items():
+        with Graph(key, input_types=inputs, custom_extensions=[KERNELS]) as graph:
+            x = graph.inputs[0]
+            out_type = TensorType(DType.float32, [x.shape[0], n_out], device=cpu)
+            graph.output(ops.custom(op, cpu, list(graph.inputs), [out_type])[0])
+        graphs[key] = session.load(graph)
+    return graphs
 
 
 def random_operands(n_out: int, n_in: int, dtype_name: str, rows: int, seed: int = 0):
@@ -118,14 +138,9 @@ def projection_profile(config: dict, dtype_name: str, repeats: int = 30) -> dict
     x, weight, zero_bias = random_operands(n_out, n_in, dtype_name, 1)
     buffers = [Buffer.from_dlpack(t) for t in (x, weight, zero_bias)]
     x_torch = x.to(weight.dtype)
-    milliseconds = interleaved_milliseconds(
-        {
-            "max_matmul": lambda: graphs["max_matmul"].execute(*buffers),
-            "our_kernel": lambda: graphs["our_kernel"].execute(*buffers),
-            "torch_linear": lambda: torch.nn.functional.linear(x_torch, weight),
-        },
-        repeats,
-    )
+    ways = {key: (lambda g=g: g.execute(*buffers)) for key, g in graphs.items()}
+    ways["torch_linear"] = lambda: torch.nn.functional.linear(x_torch, weight)
+    milliseconds = interleaved_milliseconds(ways, repeats)
     table_bytes = n_out * n_in * (2 if dtype_name == "bfloat16" else 4)
     return dict(
         shape=[n_out, n_in],
@@ -138,15 +153,18 @@ def projection_profile(config: dict, dtype_name: str, repeats: int = 30) -> dict
     )
 
 
-ROW_COUNTS = (1, 2, 4, 8, 16, 32, 64)
+ROW_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128, 512)
 
 
 def rows_profile(config: dict, dtype_name: str, repeats: int = 15) -> dict:
-    """Our kernel against MAX's matmul as the rows grow (a server's batch of
-    decoded tokens), on the MLP's first projection (4 n_embd x n_embd):
-    the kernel reads each weight row once for all rows, so it wins while the
-    product is memory-bound and loses once it is compute-bound. Where it
-    stops winning is the served model's KERNEL_ROWS."""
+    """Our kernels against MAX's matmul and PyTorch's linear as the rows grow,
+    from a server's batch of decoded tokens to a prompt, on the MLP's first
+    projection (4 n_embd x n_embd). The float32 kernel reads each weight row
+    once for all rows, so it wins while the product is memory-bound and loses
+    once it is compute-bound (where it stops winning is the served model's
+    KERNEL_ROWS); the bfloat16 kernel's tiles are what a prompt runs on a CPU
+    with bfloat16 dot products."""
+    import torch
     from max.driver import Buffer
 
     n_in = config["n_embd"]
@@ -155,8 +173,10 @@ def rows_profile(config: dict, dtype_name: str, repeats: int = 15) -> dict:
     x, weight, zero_bias = random_operands(n_out, n_in, dtype_name, max(ROW_COUNTS))
     per_rows = {}
     for rows in ROW_COUNTS:
-        buffers = [Buffer.from_dlpack(t) for t in (x[:rows].contiguous(), weight, zero_bias)]
-        per_rows[rows] = interleaved_milliseconds(
-            {key: (lambda g=g, b=buffers: g.execute(*b)) for key, g in graphs.items()}, repeats
-        )
+        x_rows = x[:rows].contiguous()
+        buffers = [Buffer.from_dlpack(t) for t in (x_rows, weight, zero_bias)]
+        ways = {key: (lambda g=g, b=buffers: g.execute(*b)) for key, g in graphs.items()}
+        x_torch = x_rows.to(weight.dtype)
+        ways["torch_linear"] = lambda x_torch=x_torch: torch.nn.functional.linear(x_torch, weight)
+        per_rows[rows] = interleaved_milliseconds(ways, repeats)
     return dict(shape=[n_out, n_in], dtype=dtype_name, milliseconds=per_rows)

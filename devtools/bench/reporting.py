@@ -143,16 +143,26 @@ def format_profile(data: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+PROJECTION_NAMES = {
+    "max_matmul": "MAX's matmul (`x @ W.T`, one-op graph)",
+    "our_kernel": "our kernel (`gpt2_linear_rows`, one-op graph)",
+    "our_kernel_widening": "our kernel, bfloat16 widened to float32 (`gpt2_linear_rows_widening`)",
+    "torch_linear": "PyTorch's `linear`",
+}
+# The same, shorter, as the rows table's column heads.
+ROWS_COLUMNS = {
+    "max_matmul": "MAX's matmul",
+    "torch_linear": "PyTorch",
+    "our_kernel": "our kernel",
+    "our_kernel_widening": "our kernel, widened",
+}
+
+
 def format_projection(projection: dict | None) -> list[str]:
     """The head's projection timed alone (bench --profile), as table lines."""
     if not projection:
         return ["", "(the head's projection was not timed alone: run with --profile)"]
     n_out, n_in = projection["shape"]
-    names = {
-        "max_matmul": "MAX's matmul (`x @ W.T`, one-op graph)",
-        "our_kernel": "our kernel (`gpt2_linear_rows`, one-op graph)",
-        "torch_linear": "PyTorch's `linear`",
-    }
     lines = [
         "",
         f"The head's projection alone: one row times the {n_out} x {n_in} "
@@ -162,31 +172,40 @@ def format_projection(projection: dict | None) -> list[str]:
         "| implementation | ms per call (min-max) | GB/s read |",
         "|---|---|---|",
     ]
-    for key, name in names.items():
+    for key, name in PROJECTION_NAMES.items():
+        if key not in projection["milliseconds"]:
+            continue
         stats = projection["milliseconds"][key]
         lines.append(f"| {name} | {format_spread(stats)} | {projection['gb_per_s'][key]:.1f} |")
     return lines
 
 
 def format_rows(rows: dict | None) -> list[str]:
-    """Our kernel against MAX's matmul by the number of rows (bench --profile)."""
+    """Our kernels against MAX's matmul and PyTorch by the number of rows
+    (bench --profile)."""
     if not rows:
         return []
     n_out, n_in = rows["shape"]
+    present = next(iter(rows["milliseconds"].values()))
+    columns = [key for key in ROWS_COLUMNS if key in present]
+    heads = [ROWS_COLUMNS[key] for key in columns]
+    peers = [key for key in ("max_matmul", "torch_linear") if key in present]
     lines = [
         "",
         f"One projection ({n_out} x {n_in}, {rows['dtype']} weights) for a batch of rows, "
-        "as a server's batch of decoded tokens grows; milliseconds per call, interleaved:",
+        "from a server's batch of decoded tokens to a prompt; milliseconds per call, "
+        "interleaved:",
         "",
-        "| rows | MAX's matmul | our kernel | kernel speed-up |",
-        "|---|---|---|---|",
+        "| rows | "
+        + " | ".join(heads + [f"our kernel's speed-up over {ROWS_COLUMNS[p]}" for p in peers])
+        + " |",
+        "|---" * (1 + len(columns) + len(peers)) + "|",
     ]
     for count, ways in rows["milliseconds"].items():
-        matmul, kernel = ways["max_matmul"], ways["our_kernel"]
-        lines.append(
-            f"| {count} | {format_spread(matmul)} | {format_spread(kernel)} | "
-            f"{matmul['median'] / kernel['median']:.2f}x |"
-        )
+        kernel = ways["our_kernel"]["median"]
+        cells = [format_spread(ways[key]) for key in columns]
+        cells += [f"{ways[peer]['median'] / kernel:.2f}x" for peer in peers]
+        lines.append(f"| {count} | " + " | ".join(cells) + " |")
     return lines
 
 
