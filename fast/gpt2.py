@@ -208,14 +208,18 @@ def _linear(layer: Linear, x: Tensor) -> Tensor:
 
 @functools.cache
 def cpu_has_bf16_dot() -> bool:
-    """Whether this CPU has AVX512_BF16's dot products, as MAX, which builds
-    our kernels for the CPU it runs on, will find it (Linux's CPU flags)."""
-    try:
-        cpuinfo = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    flags = next((line for line in cpuinfo.splitlines() if line.startswith("flags")), "")
-    return "avx512_bf16" in flags.split()
+    """Whether our kernels, as MAX builds them for this CPU, multiply bfloat16
+    weights with the CPU's bfloat16 dot products (AVX512_BF16). Asked of the
+    kernels themselves (a one-op graph, once per process): whether the
+    compiler enables the instructions can differ from what the CPU lists."""
+    from max.engine import InferenceSession
+    from max.graph import DeviceRef, ops
+
+    with Graph("bf16_dot_available", input_types=[], custom_extensions=[KERNELS]) as graph:
+        flag_type = TensorType(DType.int32, [1], device=DeviceRef.CPU())
+        graph.output(ops.custom("gpt2_bf16_dot_available", DeviceRef.CPU(), [], [flag_type])[0])
+    (flag,) = InferenceSession(devices=[CPU()]).load(graph).execute()
+    return bool(flag.to_numpy()[0])
 
 
 def _f32_bias(layer: Linear, device) -> Tensor:

@@ -93,6 +93,17 @@ struct LinearRowsWidening:
         linear_rows_widening(output, x, weight, bias)
 
 
+@extensibility.register("gpt2_bf16_dot_available")
+struct Bf16DotAvailable:
+    """[1] if these kernels were built with AVX512_BF16's dot products, else
+    [0]: whether gpt2_linear_rows multiplies bfloat16 weights as they are,
+    as the compiler that built it, not /proc/cpuinfo, decides."""
+
+    @staticmethod
+    def execute[target: StaticString](output: OutputTensor[dtype = DType.int32, rank=1, ...]):
+        output.unsafe_ptr()[0] = 1 if HAS_BF16_DOT else 0
+
+
 def contiguous_weight(weight: InputTensor[rank=2, ...]) raises:
     var w_strides = weight.strides()
     if w_strides[1] != 1 or w_strides[0] != weight.dim_size(1):
