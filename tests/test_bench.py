@@ -204,3 +204,23 @@ def test_mla_bench_reports_every_contender_and_length() -> None:
     for label in mla_bench.CONTENDERS.values():
         assert f"| {label} |" in report
     assert "| 2,304 B | 2.0 (1.0-3.0) | 2.0 (1.0-3.0) |" in report
+
+
+def test_the_projection_chain_reports_its_speed_against_the_probe(tmp_path: Path) -> None:
+    """devtools.bench.chain on one MLP pair, both dtypes, two rounds: a table
+    with the probe's GB/s and each chain's GB/s and share of it."""
+    out = tmp_path / "chain.md"
+    command = [sys.executable, "-m", "devtools.bench.chain", "--pairs", "1", "--rounds", "2"]
+    command += ["--calls", "1", "--probe-mb", "64", "--out", str(out)]
+    result = subprocess.run(
+        command, cwd=REPO, env=max_runtime.child_env(), capture_output=True, text=True, timeout=900
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    table = out.read_text()
+    assert table.startswith("Machine: ") and "A chain of 2 projections" in table
+    for reading in ("the probe: a sum over 64 MiB", "float32 weights", "bfloat16 weights"):
+        (row,) = [line for line in table.splitlines() if reading in line]
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        assert float(cells[1].split()[0]) > 0, row
+        if reading != "the probe: a sum over 64 MiB":
+            assert cells[2].split()[0].endswith("%"), row

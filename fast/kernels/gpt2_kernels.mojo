@@ -30,8 +30,8 @@ comptime PAIRS = 32  # bfloat16 lanes one vdpbf16ps reads from each operand
 comptime BF16_TILE = 4  # the many-row product: 4 rows of x by 4 weight rows
 # Below 8 rows the weights' stream from memory sets the time, and one row at
 # a time in memory order streams faster than four rows interleaved; from 8
-# rows on the arithmetic does, and the tiles do it twice as fast (measured
-# on the head and on an MLP projection, docs/src/performance.md).
+# rows on the arithmetic does, and the tiles do it twice as fast (the
+# profile's table by row count, docs/src/performance.md).
 comptime BF16_TILES_FROM = 8
 
 
@@ -147,9 +147,9 @@ def linear_rows_widening(
             if rows == 1:
                 # One token, float32 weights: the rows one after the other,
                 # in memory order, four sums over consecutive chunks of a
-                # row so that four loads are in flight. Measured against the
-                # four interleaved rows below (a chain of 48 projections,
-                # docs/src/performance.md): 10% more bytes per second.
+                # row so that four loads are in flight: 10-25% faster than
+                # the four interleaved rows below (docs/src/performance.md,
+                # "What stands between the kernels and the ceiling").
                 for n in range(first, last):
                     var w_row = w_ptr + n * n_in
                     var a0 = SIMD[DType.float32, WIDTH](0)
