@@ -19,8 +19,10 @@ weights); only the way a forward pass is run changes, for speed:
 - **One token's products in our own kernels (the CPU).** Decoding a token
   reads every weight once for one multiply-add: memory-bound. The kernels in
   fast/kernels/gpt2_kernels.mojo stream each weight row once over all the
-  cores (about 2x MAX's matmul for one row), and attend over the cache in
-  one pass; MAX builds them from source and calls them as custom ops.
+  cores (about 1.5-2x MAX's matmul for one row), and attend over the cache
+  in one pass; MAX builds them from source and calls them as custom ops.
+  With bfloat16 weights on a CPU with bfloat16 dot products a prompt's
+  projections run there too, in register tiles.
 - **Any dtype and device.** The weights are built in `dtype` (float32 or
   bfloat16) on `device` (the CPU or an accelerator), and everything the graphs
   take and return lives there too.
