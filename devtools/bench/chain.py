@@ -132,7 +132,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = ArgumentParser(
         prog="python -m devtools.bench.chain", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
+    parser.add_argument(
+        "--dtypes", nargs="+", choices=["float32", "bfloat16"], default=["float32", "bfloat16"]
+    )
     parser.add_argument("--pairs", type=int, default=24)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=9, help="calls per chain per round")
