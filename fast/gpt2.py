@@ -325,13 +325,17 @@ def _to_bfloat16(state: dict[str, np.ndarray]) -> dict[str, Buffer]:
     converted: dict[int, Buffer] = {}
     for array in state.values():
         if id(array) not in converted:
-            bits = np.ascontiguousarray(array, dtype=np.float32).view(np.uint32)
-            # bfloat16 is float32's upper half: add half of the dropped
-            # lower half (ties to even), then drop it.
-            upper = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-            buffer = Buffer.from_numpy(upper.astype(np.uint16))
+            buffer = Buffer.from_numpy(bfloat16_bits(array))
             converted[id(array)] = buffer.view(DType.bfloat16, array.shape)
     return {name: converted[id(array)] for name, array in state.items()}
+
+
+def bfloat16_bits(array: np.ndarray) -> np.ndarray:
+    """`array` rounded to the nearest bfloat16 (ties to even): its bits, as
+    uint16. bfloat16 is float32's upper half: add half of the dropped lower
+    half (ties to even), then drop it."""
+    bits = np.ascontiguousarray(array, dtype=np.float32).view(np.uint32)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
 
 
 class FastGenerator:
