@@ -18,6 +18,7 @@ from devtools.bench.machine import ceiling_fractions, is_busy
 from devtools.bench.measuring import results_from
 from devtools.bench.reporting import format_report, output_suffix, over_ceiling, render
 from devtools.bench.stats import paired_ratios, round_orders, summary
+from tests.fixtures import run_tool
 
 TINY = '{"vocab_size": 300, "n_positions": 64, "n_embd": 64, "n_layer": 2, "n_head": 4}'
 
@@ -210,10 +211,10 @@ def test_the_projection_chain_reports_its_speed_against_the_probe(tmp_path: Path
     """devtools.bench.chain on one MLP pair, both dtypes, two rounds: a table
     with the probe's GB/s and each chain's GB/s and share of it."""
     out = tmp_path / "chain.md"
-    command = [sys.executable, "-m", "devtools.bench.chain", "--pairs", "1", "--rounds", "2"]
-    command += ["--calls", "1", "--probe-mb", "64", "--out", str(out)]
-    result = subprocess.run(
-        command, cwd=REPO, env=max_runtime.child_env(), capture_output=True, text=True, timeout=900
+    result = run_tool(
+        "devtools.bench.chain",
+        *("--pairs", "1", "--rounds", "2", "--calls", "1", "--probe-mb", "64", "--out", str(out)),
+        timeout=900,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     table = out.read_text()

@@ -58,32 +58,32 @@ def chain_graph(pairs: int, dtype_name: str):
     return InferenceSession(devices=[CPU()]).load(graph)
 
 
-def chain_inputs(pairs: int, dtype_name: str) -> tuple[list, int]:
-    """The chain's buffers (random weights, 0.02 scale) and their weight bytes."""
-    import numpy as np
+def chain_inputs(pairs: int, dtype_name: str) -> tuple[list, list, int]:
+    """The chain's buffers (one row of x, then each projection's random
+    weights, from the profile's random_operands), the torch tensors whose
+    memory they borrow, and the weights' bytes."""
     from max.driver import Buffer
-    from max.dtype import DType
 
-    rng = np.random.default_rng(0)
-    buffers = [Buffer.from_numpy(np.ones((1, EMBED), np.float32))]
-    for _ in range(pairs):
-        for shape in ((INNER, EMBED), (EMBED, INNER)):
-            weight = (rng.standard_normal(shape) * 0.02).astype(np.float32)
-            if dtype_name == "bfloat16":
-                bits = (weight.view(np.uint32) >> 16).astype(np.uint16)
-                buffers.append(Buffer.from_numpy(bits).view(DType.bfloat16, list(shape)))
-            else:
-                buffers.append(Buffer.from_numpy(weight))
-    weight_bytes = pairs * 2 * INNER * EMBED * (2 if dtype_name == "bfloat16" else 4)
-    return buffers, weight_bytes
+    from devtools.bench.profile import random_operands
+
+    x = random_operands(INNER, EMBED, dtype_name, 1)[0]
+    shapes = ((INNER, EMBED), (EMBED, INNER)) * pairs
+    weights = [
+        random_operands(n_out, n_in, dtype_name, 1, seed=seed)[1]
+        for seed, (n_out, n_in) in enumerate(shapes)
+    ]
+    tensors = [x, *weights]
+    weight_bytes = sum(w.numel() * w.element_size() for w in weights)
+    return [Buffer.from_dlpack(t) for t in tensors], tensors, weight_bytes
 
 
 def measure(dtypes: list[str], pairs: int, rounds: int, calls: int, probe_mb: int = 1024) -> dict:
     """GB/s of each chain (median of `calls` calls per round) and of the
     probe, interleaved round by round; the ratio paired by round."""
-    chains = {}
+    chains, borrowed = {}, []
     for name in dtypes:
-        buffers, weight_bytes = chain_inputs(pairs, name)
+        buffers, tensors, weight_bytes = chain_inputs(pairs, name)
+        borrowed.append(tensors)  # the buffers share their memory: keep it alive
         chains[name] = (chain_graph(pairs, name), buffers, weight_bytes)
         chains[name][0].execute(*buffers)  # warm-up
     probe, speeds = [], {name: [] for name in dtypes}
