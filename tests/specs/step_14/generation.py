@@ -2,7 +2,6 @@
 
 import numpy as np
 
-from solutions.solution_13 import MaxGPT2LMHeadModel
 from tests import reference as ref
 from tests.checker import Context, Fail
 from tests.specs.model_parts import tied_lm_weights
@@ -11,18 +10,64 @@ from .sampling import CONFIG
 
 
 def tiny_model(ctx: Context):
-    """One small GPT-2 (the solution's) per check run, built on first use."""
+    """One small GPT-2 per check run, made on first use: (model, weights)."""
     return ctx.once("tiny model", lambda: build_tiny_model(ctx))
 
 
 def build_tiny_model(ctx: Context):
-    model = MaxGPT2LMHeadModel(CONFIG)
     # Token and position both steer the prediction, so the greedy continuation
     # changes with the context: a loop that forgets to append the chosen token
     # repeats one token where GPT-2 moves on.
     weights = tied_lm_weights(ctx, CONFIG, wte_scale=3, wpe_scale=12)
-    model.load_state_dict(weights)
-    return model, weights
+    return ReferenceGPT2(weights), weights
+
+
+def batch_of_one(input_ids) -> np.ndarray:
+    """The [1, seq] ids a model was called with, or a Fail that says what came instead."""
+    from max.experimental.tensor import Tensor
+
+    if not isinstance(input_ids, Tensor):
+        raise Fail(
+            f"the model was given a {type(input_ids).__name__}, not a MAX Tensor: GPT-2's "
+            "MAX model takes its ids as a Tensor (with a NumPy array it fails inside MAX).",
+            "next_token_logits makes a [1, seq] int64 array of the ids and turns it into a "
+            "Tensor before calling the model.",
+        )
+    ids = np.asarray(input_ids.to_numpy())
+    if ids.ndim != 2 or ids.shape[0] != 1:
+        raise Fail(
+            f"the model was given ids of shape {list(ids.shape)}, expected [1, seq].",
+            "next_token_logits wraps the ids in a batch of one: a [1, seq] int64 Tensor.",
+        )
+    if not np.issubdtype(ids.dtype, np.integer):
+        raise Fail(
+            f"the model was given ids of dtype {ids.dtype}, expected integers (int64).",
+            "Token ids are integers: make the array with dtype=np.int64.",
+        )
+    return ids
+
+
+class ReferenceGPT2:
+    """GPT-2 (steps 12-13's model) computed by the NumPy reference behind the
+    model's call: it takes a [1, seq] Tensor of ids and returns the [1, seq,
+    vocab_size] logits as a MAX Tensor, as MaxGPT2LMHeadModel does. Step 14
+    checks the loop around the model, which calls it once per new token; the
+    reference answers in a millisecond where the eager MAX model takes a
+    tenth of a second."""
+
+    config = CONFIG
+
+    def __init__(self, weights: dict) -> None:
+        self.weights = weights
+
+    def __call__(self, input_ids):
+        from max.experimental.tensor import Tensor
+
+        ids = batch_of_one(input_ids)
+        logits = ref.lm_logits(
+            self.weights, ids, CONFIG.n_layer, CONFIG.n_head, CONFIG.layer_norm_epsilon
+        )
+        return Tensor(np.ascontiguousarray(logits, dtype=np.float32))
 
 
 class VocabularyGuard:
@@ -147,12 +192,7 @@ class WindowModel:
     def __call__(self, input_ids):
         from max.experimental.tensor import Tensor
 
-        ids = np.asarray(input_ids.to_numpy() if hasattr(input_ids, "to_numpy") else input_ids)
-        if ids.ndim != 2 or ids.shape[0] != 1:
-            raise Fail(
-                f"the model was given ids of shape {list(ids.shape)}, expected [1, seq].",
-                "next_token_logits wraps the ids in a batch of one: a [1, seq] int64 Tensor.",
-            )
+        ids = batch_of_one(input_ids)
         self.seen.append([int(i) for i in ids[0]])
         seq = ids.shape[1]
         logits = np.zeros((1, seq, self.vocab_size), dtype=np.float32)
