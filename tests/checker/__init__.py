@@ -12,7 +12,8 @@ For the learner's commands (tests/check.py and tools/learn/):
     report                  how outcomes print: icons, colours, the progress bar
 
 For the specs (tests/specs/): Step, Check, Context, Fail, load_spec and the
-comparisons (expect_close, expect_shape, expect_parameters, ...).
+comparisons (expect_close, expect_shape, expect_parameters, ...), as_one_graph
+(a model's forward run as one graph).
 """
 
 from . import report
@@ -23,6 +24,7 @@ from .engine import (
     Fail,
     Outcome,
     Step,
+    as_one_graph,
     expect_parameters,
     load_spec,
     parameter_shapes,
@@ -42,6 +44,7 @@ __all__ = [
     "Outcome",
     "Placeholder",
     "Step",
+    "as_one_graph",
     "check_all",
     "check_step",
     "expect_close",

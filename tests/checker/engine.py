@@ -147,6 +147,11 @@ class Context:
         except Exception as error:
             raise Fail(f"{what} raised {summarize(error, self.path)}") from error
 
+    def run_lazily(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call learner code that computes with tensors (a model's forward) as
+        one graph (see `as_one_graph`); an exception becomes a Fail, as in `call`."""
+        return self.call(what, as_one_graph, fn, *args, **kwargs)
+
     def build(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """The learner's class `name` built with these arguments. Built under
         F.lazy(): a Linear's random initial weights are typed, not drawn, so a
@@ -185,6 +190,33 @@ class Context:
         weights = self.weights_for(shapes) if weights is None else weights
         self.call("load_state_dict", module.load_state_dict, weights)
         return weights
+
+
+def as_one_graph(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """fn(*args, **kwargs) with its tensor operations recorded under F.lazy(),
+    not run one by one, and the tensors it returns realized together, in one
+    run of MAX's interpreter: a small model's forward runs 3x faster than one
+    run per operation. A mistake in shapes or dtypes still stops at the line
+    that records the operation."""
+    from max.experimental import functional as F
+
+    with F.lazy():
+        out = fn(*args, **kwargs)
+    realize_tensors(out)
+    return out
+
+
+def realize_tensors(out: Any) -> None:
+    """Run what a lazy call recorded and returned (tensors, alone or in tuples,
+    lists and dicts): realizing one tensor runs its whole graph, so the rest
+    are real by the time the walk reaches them."""
+    if isinstance(out, (tuple, list)):
+        for each in out:
+            realize_tensors(each)
+    elif isinstance(out, dict):
+        realize_tensors(list(out.values()))
+    elif getattr(out, "real", True) is False and hasattr(out, "to_numpy"):
+        out.to_numpy()
 
 
 def load_spec(number: int) -> Step:

@@ -172,14 +172,14 @@ def build_with_tables(ctx, name: str, config: GPT2Config, tables: dict, shapes: 
     return module, ctx.load_weights(module, shapes)
 
 
-def call_with_lookups(ctx, name: str, module, ids, tables: str, other=None):
-    """ctx.call(name, module, tensor(ids)), for a module that looks ids up in
-    Embedding tables: a failing lookup is explained with `tables` (see
-    lookup_failure); `other(failure)` may explain any other failure."""
+def call_with_lookups(ctx, name: str, module, ids, tables: str, other=None, lazy=False):
+    """ctx.call(name, module, tensor(ids)) (ctx.run_lazily if lazy), for a module
+    that looks ids up in Embedding tables: a failing lookup is explained with
+    `tables` (see lookup_failure); `other(failure)` may explain any other failure."""
     from tests.checker import Fail, tensor
 
     try:
-        return ctx.call(name, module, tensor(ids))
+        return (ctx.run_lazily if lazy else ctx.call)(name, module, tensor(ids))
     except Fail as failure:
         explained = lookup_failure(failure, tables)
         if explained is None and other is not None:

@@ -108,7 +108,7 @@ def forward(ctx: Context) -> None:
             ln("ln_2", after_attn)
         ),
     }
-    out = ctx.call("GPT2Block.forward", block, tensor(x))
+    out = ctx.run_lazily("GPT2Block.forward", block, tensor(x))
     expect_close(
         out,
         ref.block(w, x, heads, eps),
@@ -141,7 +141,7 @@ def uses_config_eps(ctx: Context) -> None:
         "ln_2 ignores config.layer_norm_epsilon (ln_1 uses it): pass eps=... to both "
         "LayerNorms.": block_with(0.5, 1e-5),
     }
-    out = ctx.call("GPT2Block.forward", block, tensor(x))
+    out = ctx.run_lazily("GPT2Block.forward", block, tensor(x))
     expect_close(out, expected, "GPT2Block(x) with layer_norm_epsilon=0.5", mistakes)
 
 

@@ -83,7 +83,7 @@ def call(ctx: Context, model, ids):
         f"wpe has n_positions = {CONFIG.n_positions} rows, wte vocab_size = "
         f"{CONFIG.vocab_size}: token ids go to wte, the positions 0..seq-1 to wpe."
     )
-    return call_with_lookups(ctx, "GPT2Model.forward", model, ids, tables)
+    return call_with_lookups(ctx, "GPT2Model.forward", model, ids, tables, lazy=True)
 
 
 def forward(ctx: Context, seq: int = SEQ) -> None:

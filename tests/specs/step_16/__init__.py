@@ -9,7 +9,7 @@ mistake is named in a second instead of after minutes of compiling.
 import numpy as np
 
 from solutions.solution_13 import MaxGPT2LMHeadModel as EagerModel
-from tests.checker import Check, Context, Fail, Step, expect_close, tensor
+from tests.checker import Check, Context, Fail, Step, as_one_graph, expect_close, tensor
 from tests.specs.model_parts import small_config, tied_lm_weights
 
 CONFIG = small_config(n_layer=1)
@@ -168,7 +168,7 @@ def is_compiled(ctx: Context) -> None:
 def same_logits(ctx: Context, batch: int, seq: int) -> None:
     model, result = compiled(ctx)
     ids = ctx.token_ids(CONFIG.vocab_size, batch, seq)
-    eager = np.asarray(model(tensor(ids)).to_numpy())
+    eager = np.asarray(as_one_graph(model, tensor(ids)).to_numpy())
     out = ctx.call(f"the compiled model on [{batch}, {seq}] token ids", result, tensor(ids))
     if isinstance(out, (tuple, list)):
         out = out[0]

@@ -125,7 +125,7 @@ def forward(ctx: Context, past: int):
     module, w = attention(ctx)
     x = ctx.normal(BATCH, SEQ, HIDDEN)
     past_key, past_value = (ctx.normal(BATCH, KV_HEADS, past, HEAD_DIM) for _ in range(2))
-    result = ctx.call(
+    result = ctx.run_lazily(
         "GroupedQueryAttention.forward", module, tensor(x), tensor(past_key), tensor(past_value)
     )
     if not isinstance(result, tuple) or len(result) != 3:

@@ -107,7 +107,7 @@ def attend_in_chunks(ctx: Context, window: int, chunks: tuple[int, ...]) -> None
     done = 0
     for seq in chunks:
         new = [t[:, :, done : done + seq] for t in (q, k, v)]
-        result = ctx.call(
+        result = ctx.run_lazily(
             "sliding_window_attention",
             attend,
             *(tensor(t) for t in new),
@@ -243,7 +243,7 @@ def decodes_like_full_attention(ctx: Context) -> None:
     buffer_k = buffer_v = np.zeros((BATCH, HEADS, WINDOW, HEAD_DIM), np.float32)
     for p in range(length):
         one = [tensor(np.ascontiguousarray(t[:, :, p : p + 1])) for t in (q, k, v)]
-        result = ctx.call("ring_decode", decode, *one, tensor(buffer_k), tensor(buffer_v), p)
+        result = ctx.run_lazily("ring_decode", decode, *one, tensor(buffer_k), tensor(buffer_v), p)
         if not isinstance(result, tuple) or len(result) != 3:
             raise Fail(
                 f"ring_decode returned {type(result).__name__}, expected (output, key "

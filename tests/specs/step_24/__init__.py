@@ -112,7 +112,7 @@ def run(ctx: Context, s: ref.Sizes, past: int):
     x = ctx.normal(BATCH, SEQ, s.hidden_size)
     past_latent = ctx.normal(BATCH, past, s.kv_lora_rank)
     past_rope_key = ctx.normal(BATCH, past, s.qk_rope_head_dim)
-    result = ctx.call(
+    result = ctx.run_lazily(
         "MultiHeadLatentAttention.forward",
         module,
         tensor(x),

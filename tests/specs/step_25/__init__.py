@@ -100,7 +100,7 @@ def decode(ctx: Context):
     x = ctx.normal(BATCH, 1, SIZES.hidden_size)
     past_latent = ctx.normal(BATCH, PAST, RANK)
     past_rope_key = ctx.normal(BATCH, PAST, SIZES.qk_rope_head_dim)
-    result = ctx.call(
+    result = ctx.run_lazily(
         "absorbed_decode",
         ctx.get("absorbed_decode"),
         module,
