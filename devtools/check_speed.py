@@ -12,7 +12,9 @@ Two measurements, printed as tables:
    step's skeleton is checked first, which starts warming the step, and its
    first real check comes S seconds later.
 2. `python -m tests.check all --solutions` warm: run once to fill the caches,
-   then timed `--repeats` times; median and range.
+   then timed `--repeats` times, alternating `--rerun` (every check runs) and
+   the plain command (every step unchanged since it passed: none runs);
+   median and range of each.
 
     python -m devtools.check_speed                 both, every step
     python -m devtools.check_speed --steps 02 04   the first checks of these steps only
@@ -71,17 +73,22 @@ def first_checks(numbers: list[int], reading: float) -> list[tuple[int, float, b
     return results
 
 
-def check_all_seconds(repeats: int) -> list[float]:
+def check_all_seconds(repeats: int) -> dict[str, list[float]]:
+    """Seconds of `check all --solutions`, warm: {"--rerun": [...], "unchanged": [...]},
+    the two alternating, `repeats` runs each."""
     command = [sys.executable, "-m", "tests.check", "all", "--solutions"]
     env = max_runtime.child_env()
-    subprocess.run(command, cwd=REPO, env=env, capture_output=True)  # fills the caches
-    times = []
+    subprocess.run([*command, "--rerun"], cwd=REPO, env=env, capture_output=True)  # caches
+    times: dict[str, list[float]] = {"--rerun": [], "unchanged": []}
     for _ in range(repeats):
-        started = time.perf_counter()
-        result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
-        times.append(time.perf_counter() - started)
-        if result.returncode != 0:
-            print(result.stdout[-2000:], file=sys.stderr)
+        for kind, extra in (("--rerun", ["--rerun"]), ("unchanged", [])):
+            started = time.perf_counter()
+            result = subprocess.run(
+                [*command, *extra], cwd=REPO, env=env, capture_output=True, text=True
+            )
+            times[kind].append(time.perf_counter() - started)
+            if result.returncode != 0:
+                print(result.stdout[-2000:], file=sys.stderr)
     return times
 
 
@@ -122,10 +129,16 @@ def main(argv: list[str] | None = None) -> int:
             if args.repeats < 1:  # --repeats 0: the first checks only
                 return 0
             times = check_all_seconds(args.repeats)
-        print(
-            f"\n`check all --solutions`, caches filled: median {statistics.median(times):.1f} s "
-            f"(min {min(times):.1f}, max {max(times):.1f}, {len(times)} runs)"
-        )
+        print("\n`check all --solutions`, caches filled:")
+        for kind, said in (
+            ("--rerun", "every check run (--rerun)"),
+            ("unchanged", "every step unchanged since it passed"),
+        ):
+            runs = times[kind]
+            print(
+                f"  {said}: median {statistics.median(runs):.1f} s "
+                f"(min {min(runs):.1f}, max {max(runs):.1f}, {len(runs)} runs)"
+            )
         return 0
 
     return exit_status(run)

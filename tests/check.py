@@ -3,6 +3,8 @@
     python -m tests.check 9            check steps/step_09.py
     python -m tests.check 09 --solutions   check solutions/solution_09.py
     python -m tests.check all          check every step, with a progress summary
+                                       (a step unchanged since it passed is not run again)
+    python -m tests.check all --rerun  ... running every check
 
 Exit status: 0 all checks pass, 1 a check fails, 2 usage error.
 
@@ -32,6 +34,11 @@ def main(argv: list[str] | None = None) -> int:
         "--solutions", action="store_true", help="check solutions/ instead of steps/"
     )
     parser.add_argument("--file", type=Path, help="check this file instead (for tests and tools)")
+    parser.add_argument(
+        "--rerun",
+        action="store_true",
+        help="with 'all': run every step's checks, even those unchanged since they passed",
+    )
     max_runtime.prepare()
     worker = CheckProcess()
 
@@ -43,9 +50,11 @@ def main(argv: list[str] | None = None) -> int:
             path = args.file.resolve() if args.file else steps.step(number).file(args.solutions)
             if not path.is_file():
                 raise UsageError(f"{display_path(path)} does not exist.")
+        if everything:  # its workers start on their first step, if any must run
+            return 0 if check_all(args.solutions, worker, rerun=args.rerun) else 1
+        if args.rerun:
+            raise UsageError("--rerun goes with 'all': a single step's check always runs.")
         worker.start()  # imports MAX once, before the first step's header
-        if everything:
-            return 0 if check_all(args.solutions, worker) else 1
         return 0 if check_step(number, path, worker=worker) else 1
 
     try:

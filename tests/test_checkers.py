@@ -154,10 +154,52 @@ def test_the_notice_is_said_once(capsys: pytest.CaptureFixture[str], monkeypatch
     assert capsys.readouterr().out.count("MAX is compiling a kernel") == 1
 
 
-def test_all_solutions_pass() -> None:
-    result = run_cli("all", "--solutions")
+def test_all_solutions_pass_then_are_not_run_again_while_unchanged() -> None:
+    result = run_cli("all", "--solutions", "--rerun")
     assert result.returncode == 0, result.stdout
     assert f"{len(STEPS)}/{len(STEPS)}" in result.stdout
+    assert "unchanged" not in result.stdout
+    again = run_cli("all", "--solutions")
+    assert again.returncode == 0, again.stdout
+    assert again.stdout.count("(unchanged since it passed)") == len(STEPS)
+    assert "python -m tests.check all --solutions --rerun`) runs every check" in again.stdout
+
+
+def test_rerun_goes_with_all_only() -> None:
+    result = run_cli("03", "--solutions", "--rerun")
+    assert result.returncode == 2
+    assert "--rerun goes with 'all'" in result.stdout + result.stderr
+
+
+def test_a_remembered_pass_goes_stale_when_what_it_depends_on_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.checker import memo
+
+    (tmp_path / "steps").mkdir()
+    earlier = tmp_path / "steps" / "step_04.py"
+    earlier.write_text("X = 1\n")
+    learners = tmp_path / "steps" / "step_05.py"
+    learners.write_text("from steps.step_04 import X\n")
+    digest = ["checker as it was"]
+    monkeypatch.setattr(memo, "REPO", tmp_path)
+    monkeypatch.setattr(memo, "RESULTS", tmp_path / ".check_results.json")
+    monkeypatch.setattr(memo, "checker_digest", lambda: digest[0])
+
+    assert memo.imported_steps(learners) == [earlier]
+    memo.remember(5, learners, [Outcome("a check", "pass")])
+    assert memo.passed_unchanged(5, learners)
+    earlier.write_text("X = 2\n")  # a step file it imports
+    assert not memo.passed_unchanged(5, learners)
+    earlier.write_text("X = 1\n")
+    assert memo.passed_unchanged(5, learners)
+    digest[0] = "a spec, reference, solution or version changed"
+    assert not memo.passed_unchanged(5, learners)
+    memo.remember(5, learners, [Outcome("a check", "fail", "wrong")])
+    assert memo.recall(5, learners) == [Outcome("a check", "fail", "wrong")]
+    assert not memo.passed_unchanged(5, learners)  # only a pass is taken on trust
+    learners.write_text("from steps.step_04 import X  # edited\n")
+    assert memo.recall(5, learners) is None
 
 
 def learner_file(directory: Path, number: int, old: str, new: str) -> Path:

@@ -128,8 +128,8 @@ def test_an_unchanged_file_is_not_checked_again(repo: Path) -> None:
     """The second ask answers from the stored result of the first."""
     ask(repo, 8)
     stored = json.loads((repo / ".check_results.json").read_text())
-    assert stored["08"]["outcomes"][0]["name"] == "no placeholders left"
-    stored["08"]["outcomes"][0]["message"] = "a stored result"
+    assert stored["08 steps/step_08.py"]["outcomes"][0]["name"] == "no placeholders left"
+    stored["08 steps/step_08.py"]["outcomes"][0]["message"] = "a stored result"
     (repo / ".check_results.json").write_text(json.dumps(stored))
     assert "a stored result" in ask(repo, 8)
     step(repo, 8).write_text(step(repo, 8).read_text() + "\n")  # changed: checked again

@@ -6,6 +6,7 @@ For the learner's commands (tests/check.py and tools/learn/):
     check_step, check_all   run checks in a worker process and print the verdict
     CheckProcess            a worker process, to reuse across checks
     last_result             the outcomes of the last check of the learner's file
+    passed_unchanged        whether a file passed and nothing its verdict depends on changed
     step_ladder             the step's own hints, for when no check has run yet
     placeholders_in         the `None` placeholders left in a file
     todo_regions            the `# TODO` ... `# END TODO` blocks of a file's text
@@ -32,6 +33,7 @@ from .engine import (
 )
 from .hints import step_ladder
 from .isolate import CheckProcess
+from .memo import passed_unchanged
 from .memo import recall as last_result
 from .session import check_all, check_step
 from .source import Placeholder, placeholders_in, todo_regions
@@ -53,6 +55,7 @@ __all__ = [
     "last_result",
     "load_spec",
     "parameter_shapes",
+    "passed_unchanged",
     "placeholders_in",
     "report",
     "run_step",

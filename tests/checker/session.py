@@ -57,8 +57,9 @@ def check_step(
     if on_compile is None and not quiet:
         on_compile = compile_notice
     _, outcomes = worker.run_step(number, path, on_title=header, on_compile=on_compile)
-    if learners_file:
+    if learners_file or path == record.solution.resolve():
         memo.remember(number, path, outcomes)
+    if learners_file:
         prewarm.start(number)  # this step's and the next one's kernels, while the learner reads
     ok = report.passed(outcomes)
     if not quiet:
@@ -90,10 +91,12 @@ def print_verdict(
         print(f"Stuck? {learn_command('hint', record.id)} gives a hint for the check that fails.")
 
 
-def check_all(solutions: bool, worker: CheckProcess) -> bool:
+def check_all(solutions: bool, worker: CheckProcess, rerun: bool = False) -> bool:
     """Every step, in CHECK_JOBS worker processes at once (default: one per
     core, at most 2), each step alone in its worker while it runs (a fresh
-    worker after a step crashes one); lines print in step order."""
+    worker after a step crashes one); lines print in step order. A step whose
+    file passed before, with nothing its verdict depends on changed since
+    (memo.py), is not run again unless `rerun`."""
     numbers = steps.numbers()
     jobs = max(1, int(os.environ.get("CHECK_JOBS", min(2, os.cpu_count() or 1))))
     workers = [worker] + [CheckProcess(quiet=True) for _ in range(jobs - 1)]
@@ -101,34 +104,47 @@ def check_all(solutions: bool, worker: CheckProcess) -> bool:
     for each in workers:
         idle.put(each)
 
-    def run(number: int) -> bool:
-        path = steps.step(number).file(solutions)
+    def run(number: int) -> str:
+        """ "pass", "fail", or "unchanged" (passed before, not run again)."""
+        path = steps.step(number).file(solutions).resolve()
         if not path.is_file():
-            return False
-        mine = idle.get()
+            return "fail"
+        if not rerun and memo.passed_unchanged(number, path):
+            return "unchanged"
+        mine = idle.get()  # a worker starts on its first step, not before
         try:
             _, outcomes = mine.run_step(number, path, on_compile=compile_notice)
         finally:
             idle.put(mine)
-        return report.passed(outcomes)
+        memo.remember(number, path, outcomes)
+        return "pass" if report.passed(outcomes) else "fail"
 
     results = {}
     pool = concurrent.futures.ThreadPoolExecutor(jobs)
     try:
         futures = {number: pool.submit(run, number) for number in numbers}
         for number, future in futures.items():
-            results[number] = ok = future.result()
-            mark = report.ICONS["pass"] if ok else report.ICONS["fail"]
-            print(f"{mark} step {number:02d}  {steps.step(number).title}", flush=True)
+            results[number] = verdict = future.result()
+            mark = report.ICONS["fail" if verdict == "fail" else "pass"]
+            note = report.dim("  (unchanged since it passed)") if verdict == "unchanged" else ""
+            print(f"{mark} step {number:02d}  {steps.step(number).title}{note}", flush=True)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)  # Ctrl-C: do not wait for the rest
         for extra in workers[1:]:
             extra.stop()
-    done = sum(results.values())
+    done = sum(verdict != "fail" for verdict in results.values())
     print(f"\nProgress {report.progress_bar(done, len(results))}")
-    failing = [n for n, ok in results.items() if not ok]
+    flag = " --solutions" if solutions else ""
+    if "unchanged" in results.values():
+        print(
+            report.dim(
+                "Steps unchanged since they passed were not run again; "
+                f"`pixi run check all{flag} --rerun` (pip: `python -m tests.check all{flag} "
+                "--rerun`) runs every check."
+            )
+        )
+    failing = [n for n, verdict in results.items() if verdict == "fail"]
     if failing:
-        flag = " --solutions" if solutions else ""
         first = steps.step(failing[0])
         print(f"Next: step {first.id}: {first.check_command(flag)} shows why.")
     return not failing
