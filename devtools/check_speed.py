@@ -20,6 +20,7 @@ Two measurements, printed as tables:
     python -m devtools.check_speed --steps 02 04   the first checks of these steps only
     python -m devtools.check_speed --reading 120   ... 2 minutes after the skeleton's check
     python -m devtools.check_speed --warm-only     only `check all`, with this machine's caches
+    python -m devtools.check_speed --out docs/src/bench/check_speed.md   ... and the book's tables
 
 The machine's name and core count head the output: these times are only worth
 comparing on one machine.
@@ -27,6 +28,7 @@ comparing on one machine.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import statistics
@@ -35,6 +37,8 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
 
 from common import max_runtime, steps
 from common.cli import ArgumentParser, exit_status
@@ -92,12 +96,45 @@ def check_all_seconds(repeats: int) -> dict[str, list[float]]:
     return times
 
 
-def print_first_checks(results: list[tuple[int, float, bool, Counter]]) -> None:
-    print("\n| step | first check, empty caches (s) | passed | MAX kernels compiled |")
-    print("|---|---|---|---|")
+def first_checks_table(results: list[tuple[int, float, bool, Counter]], reading: float) -> str:
+    when = f"{reading:.0f} s after the background warming began" if reading else "at once"
+    lines = [
+        f"| step | first check, empty caches, {when} (s) | passed | MAX kernels compiled |",
+        "|---|---|---|---|",
+    ]
     for number, seconds, passed, compiled in results:
         kinds = ", ".join(f"{kind} x{n}" for kind, n in compiled.most_common()) or "none"
-        print(f"| {number:02d} | {seconds:.1f} | {'yes' if passed else 'NO'} | {kinds} |")
+        lines.append(f"| {number:02d} | {seconds:.1f} | {'yes' if passed else 'NO'} | {kinds} |")
+    return "\n".join(lines)
+
+
+def check_all_table(times: dict[str, list[float]]) -> str:
+    lines = [
+        "| `check all --solutions`, caches filled | median (s) | min-max (s) | runs |",
+        "|---|---|---|---|",
+    ]
+    for kind, said in (
+        ("--rerun", "every check run (`--rerun`)"),
+        ("unchanged", "every step unchanged since it passed"),
+    ):
+        runs = times[kind]
+        lines.append(
+            f"| {said} | {statistics.median(runs):.1f} | {min(runs):.1f}-{max(runs):.1f} "
+            f"| {len(runs)} |"
+        )
+    return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def restored_environment() -> Iterator[None]:
+    """The measurement points MAX at an empty cache (and may turn the background
+    warming on) for its own processes; the caller's environment is put back after."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,30 +151,32 @@ def main(argv: list[str] | None = None) -> int:
         metavar="S",
         help="seconds between the background warming's start and each first check",
     )
+    parser.add_argument("--out", type=Path, help="also write the tables to this Markdown file")
 
     def run() -> int:
         args = parser.parse_args(argv)
         numbers = [steps.parse_step(s) for s in args.steps] if args.steps else steps.numbers()
         print(f"Machine: {machine()}", flush=True)
-        with tempfile.TemporaryDirectory(prefix="check-speed-") as empty:
+        tables = []
+        with (
+            tempfile.TemporaryDirectory(prefix="check-speed-") as empty,
+            restored_environment(),
+        ):
             if not args.warm_only:
                 # MAX keeps its compiled kernels and graphs under XDG_CACHE_HOME;
                 # the worker processes inherit this environment.
                 os.environ["XDG_CACHE_HOME"] = empty
                 print("First checks, empty caches, in step order:", flush=True)
-                print_first_checks(first_checks(numbers, args.reading))
-            if args.repeats < 1:  # --repeats 0: the first checks only
-                return 0
-            times = check_all_seconds(args.repeats)
-        print("\n`check all --solutions`, caches filled:")
-        for kind, said in (
-            ("--rerun", "every check run (--rerun)"),
-            ("unchanged", "every step unchanged since it passed"),
-        ):
-            runs = times[kind]
-            print(
-                f"  {said}: median {statistics.median(runs):.1f} s "
-                f"(min {min(runs):.1f}, max {max(runs):.1f}, {len(runs)} runs)"
+                tables.append(first_checks_table(first_checks(numbers, args.reading), args.reading))
+                print("\n" + tables[-1], flush=True)
+            if args.repeats >= 1:  # --repeats 0: the first checks only
+                tables.append(check_all_table(check_all_seconds(args.repeats)))
+                print("\n" + tables[-1], flush=True)
+        if args.out:
+            said = " ".join(["python -m devtools.check_speed", *(argv or sys.argv[1:])])
+            args.out.write_text(
+                f"Measured on {machine()} with `{said}`.\n\n" + "\n\n".join(tables) + "\n",
+                encoding="utf-8",
             )
         return 0
 
