@@ -181,12 +181,15 @@ def test_a_remembered_pass_goes_stale_when_what_it_depends_on_changes(
     earlier.write_text("X = 1\n")
     learners = tmp_path / "steps" / "step_05.py"
     learners.write_text("from steps.step_04 import X\n")
+    relative = tmp_path / "steps" / "step_06.py"
+    relative.write_text("from . import step_05\nfrom .step_04 import X\n")
     digest = ["checker as it was"]
     monkeypatch.setattr(memo, "REPO", tmp_path)
     monkeypatch.setattr(memo, "RESULTS", tmp_path / ".check_results.json")
     monkeypatch.setattr(memo, "checker_digest", lambda: digest[0])
 
     assert memo.imported_steps(learners) == [earlier]
+    assert memo.imported_steps(relative) == [earlier, learners]
     memo.remember(5, learners, [Outcome("a check", "pass")])
     assert memo.passed_unchanged(5, learners)
     earlier.write_text("X = 2\n")  # a step file it imports

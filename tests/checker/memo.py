@@ -73,8 +73,13 @@ def imported_steps(path: Path) -> list[Path]:
             names: list[str] = []
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                if node.level == 1:  # `from .step_04 import x` inside steps/
+                    module = "steps" + (f".{module}" if module else "")
+                elif node.level:
+                    continue
+                names = [module] + [f"{module}.{alias.name}" for alias in node.names]
             for name in names:
                 parts = name.split(".")
                 if len(parts) == 2 and parts[0] == "steps":
