@@ -242,6 +242,18 @@ def test_exception_points_at_the_learners_line(tmp_path: Path) -> None:
     assert len(outcome.message.splitlines()) <= 2 + MAX_CAUSE_LINES, outcome.message
 
 
+def test_a_forward_run_as_one_graph_still_points_at_the_learners_line(tmp_path: Path) -> None:
+    """Step 13's checks run the model's forward as one graph (Context.run_lazily):
+    a shape mistake stops where its operation is recorded, on the learner's line."""
+    old = "return self.lm_head(self.transformer(input_ids))"
+    new = "return self.lm_head(self.transformer(input_ids).transpose(1, 2))"
+    path = learner_file(tmp_path, 13, old, new)
+    messages = [outcome.message for outcome in failures(run_step(load_spec(13), path))]
+    line = line_number(path, f"        {new}")
+    assert any(f"{path.name}:{line}" in message for message in messages), messages
+    assert not any("Traceback" in message for message in messages)
+
+
 def test_a_max_error_keeps_its_cause_and_drops_its_advice(tmp_path: Path) -> None:
     """A reshape to the wrong size: MAX's message holds the operand and the
     cause, but also a code example and advice to override its check with a
