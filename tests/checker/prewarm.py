@@ -6,11 +6,13 @@ each, and a step's first check can meet several. A learner checks a step long
 before its code is ready (the untouched skeleton fails at once) and reads its
 page for minutes after the previous step passes. So each check of step N
 starts, once per machine and step, a background process at the lowest CPU
-priority that checks the reference solutions of steps N and N+1 quietly: by
-the time the learner's own code first runs, MAX finds the kernels it needs in
-its cache.
+priority that checks quietly the reference solutions of step N and of every
+later step not warmed yet, in order: by the time the learner's own code first
+runs, MAX finds the kernels it needs in its cache. Going on past N+1 gives the
+slow compiles (a whole model's graph in steps 16, 18 and 23: a minute or more
+each) a head start of several steps, not one.
 
-    python -m tests.checker.prewarm 3 4     what the background process runs
+    python -m tests.checker.prewarm 3 4 5   what the background process runs
 
 CHECK_PREWARM=0 turns it off (the test suite does, tests/conftest.py).
 """
@@ -72,12 +74,12 @@ def enabled() -> bool:
 
 
 def start(number: int) -> bool:
-    """Warm steps `number` and the next in a background process, unless they
-    are warm already; whether one was started."""
+    """Warm step `number` and every later one in a background process, those
+    not warm already; whether one was started."""
     if not enabled():
         return False
     done = warmed()
-    todo = [n for n in (number, number + 1) if n in steps.numbers() and n not in done]
+    todo = [n for n in steps.numbers() if n >= number and n not in done]
     if not todo:
         return False
     try:

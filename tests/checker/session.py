@@ -60,7 +60,7 @@ def check_step(
     if learners_file or path == record.solution.resolve():
         memo.remember(number, path, outcomes)
     if learners_file:
-        prewarm.start(number)  # this step's and the next one's kernels, while the learner reads
+        prewarm.start(number)  # this step's kernels and the later ones', while the learner reads
     ok = report.passed(outcomes)
     if not quiet:
         print_verdict(number, path, outcomes, time.perf_counter() - started, learners_file)
