@@ -118,7 +118,17 @@ class StepRecord:
         "`pixi run s09` (pip: `python -m tests.check 09`)"."""
         # pixi's sNN tasks take no flags; its `check` task passes them on.
         pixi = f"pixi run check {self.id}{flag}" if flag else f"pixi run {self.task}"
-        return f"`{pixi}` (pip: `python -m tests.check {self.id}{flag}`)"
+        return both_ways(pixi, f"python -m tests.check {self.id}{flag}")
+
+
+def both_ways(pixi: str, pip: str) -> str:
+    """A command as pixi users and pip users type it: "`pixi ...` (pip: `python ...`)"."""
+    return f"`{pixi}` (pip: `{pip}`)"
+
+
+def check_all_command(flag: str = "") -> str:
+    """The command that checks every step, both ways, with `flag` (" --rerun")."""
+    return both_ways(f"pixi run check all{flag}", f"python -m tests.check all{flag}")
 
 
 LEARN = "python -m tools.learn"  # the learner's commands, as pip users type them
@@ -128,7 +138,7 @@ def learn_command(*words: str) -> str:
     """One of the learner's commands, as pixi users and pip users type it:
     "`pixi run hint 09` (pip: `python -m tools.learn hint 09`)"."""
     said = " ".join(words)
-    return f"`pixi run {said}` (pip: `{LEARN} {said}`)"
+    return both_ways(f"pixi run {said}", f"{LEARN} {said}")
 
 
 STEPS = tuple(StepRecord(number, title) for number, title in TITLES.items())

@@ -105,7 +105,8 @@ def check_all(solutions: bool, worker: CheckProcess, rerun: bool = False) -> boo
         idle.put(each)
 
     def run(number: int) -> str:
-        """ "pass", "fail", or "unchanged" (passed before, not run again)."""
+        """What became of the step: "pass", "fail", or "unchanged" (passed
+        before, not run again)."""
         path = steps.step(number).file(solutions).resolve()
         if not path.is_file():
             return "fail"
@@ -139,8 +140,7 @@ def check_all(solutions: bool, worker: CheckProcess, rerun: bool = False) -> boo
         print(
             report.dim(
                 "Steps unchanged since they passed were not run again; "
-                f"`pixi run check all{flag} --rerun` (pip: `python -m tests.check all{flag} "
-                "--rerun`) runs every check."
+                f"{steps.check_all_command(flag + ' --rerun')} runs every check."
             )
         )
     failing = [n for n, verdict in results.items() if verdict == "fail"]
