@@ -21,6 +21,8 @@ weights); only the way a forward pass is run changes, for speed:
   fast/kernels/gpt2_kernels.mojo stream each weight row once over all the
   cores (about 1.5-2x MAX's matmul for one row), and attend over the cache
   in one pass; MAX builds them from source and calls them as custom ops.
+  A whole block is one call: its seven steps share the cores without
+  handing them back to MAX between steps.
   With bfloat16 weights on a CPU with bfloat16 dot products a prompt's
   projections run there too, in register tiles.
 - **Any dtype and device.** The weights are built in `dtype` (float32 or
@@ -83,13 +85,17 @@ class FastGPT2(MaxGPT2LMHeadModel):
     `start` is the number of positions already in them. A prompt (seq > 1) is
     always run on an empty cache (start = 0).
 
-    `use_kernels` (the default on the CPU) runs one token's projections and
-    attention through fast/kernels/gpt2_kernels.mojo, with float32
-    activations whatever the weights' dtype; without it every operation is
-    one of MAX's own, in the weights' dtype (the path for accelerators).
+    `use_kernels` (the default on the CPU) runs a decoded token's blocks
+    (one call of our kernel each) and a prompt's projections through
+    fast/kernels/gpt2_kernels.mojo, with float32 activations whatever the
+    weights' dtype; without it every operation is one of MAX's own, in the
+    weights' dtype (the path for accelerators). `bf16_dot` False widens
+    bfloat16 weights to float32 even on a CPU with bfloat16 dot products:
+    the path of a CPU without them, for the tests and the benchmark.
     """
 
     use_kernels: bool = False
+    bf16_dot: bool = True
 
     def forward(
         self, input_ids: Tensor, key_cache: Tensor, value_cache: Tensor, start: Tensor
@@ -108,39 +114,80 @@ class FastGPT2(MaxGPT2LMHeadModel):
         positions = Tensor.arange(seq_length, dtype=DType.int64, device=input_ids.device) + start
         hidden_states = _f32(transformer.wte(input_ids)) + _f32(transformer.wpe(positions))
         for index, block in enumerate(transformer.h):
+            if seq_length == 1:
+                hidden_states = self._decode_block(block, hidden_states, key_cache, value_cache, start, index)
+                continue
+            # A prompt on an empty cache: MAX's ops around our projections,
+            # its keys and values stored, causal attention over its own
+            # positions.
             attention = block.attn
             heads, head_dim = attention.num_heads, attention.head_dim
-            qkv = _linear(attention.c_attn, _layer_norm(block.ln_1, hidden_states))
-            # The caches as graph buffers: the kernels write into them.
+            qkv = self._linear(attention.c_attn, _layer_norm(block.ln_1, hidden_states))
+            query, key, value = (
+                attention._split_heads(part, heads, head_dim)
+                for part in F.split(qkv, [attention.embed_dim] * 3, axis=-1)
+            )
+            # The caches as graph buffers: the kernel writes into them.
             cache = [key_cache.__buffervalue__(), value_cache.__buffervalue__()]
-            if seq_length == 1:
-                # Takes qkv as it is, writes this token's key and value at
-                # `start`, attends over 0..start, returns the heads merged.
-                attn_output = _kernel(
-                    "gpt2_decode_attention",
-                    [*cache, qkv, start],
-                    index,
-                    out_type=TensorType(FLOAT32, hidden_states.shape, device=qkv.device),
-                )
-            else:
-                # A prompt on an empty cache: store its keys and values, then
-                # causal attention over its own positions with MAX's ops.
-                query, key, value = (
-                    attention._split_heads(part, heads, head_dim)
-                    for part in F.split(qkv, [attention.embed_dim] * 3, axis=-1)
-                )
-                _kernel("gpt2_cache_write", [*cache, key, value, start], index)
-                scores = query @ key.transpose(-1, -2) * (1.0 / math.sqrt(head_dim))
-                scores = scores + causal_mask(seq_length, 0, dtype=FLOAT32, device=scores.device)
-                attn_output = F.softmax(scores, axis=-1) @ value
-                attn_output = attention._merge_heads(attn_output, heads, head_dim)
-            hidden_states = hidden_states + _linear(attention.c_proj, attn_output)
+            _kernel("gpt2_cache_write", [*cache, key, value, start], index)
+            scores = query @ key.transpose(-1, -2) * (1.0 / math.sqrt(head_dim))
+            scores = scores + causal_mask(seq_length, 0, dtype=FLOAT32, device=scores.device)
+            attn_output = F.softmax(scores, axis=-1) @ value
+            attn_output = attention._merge_heads(attn_output, heads, head_dim)
+            hidden_states = hidden_states + self._linear(attention.c_proj, attn_output)
             mlp = block.mlp
-            inner = _linear(mlp.c_fc, _layer_norm(block.ln_2, hidden_states))
-            hidden_states = hidden_states + _linear(mlp.c_proj, F.gelu(inner, approximate="tanh"))
+            inner = self._linear(mlp.c_fc, _layer_norm(block.ln_2, hidden_states))
+            hidden_states = hidden_states + self._linear(
+                mlp.c_proj, F.gelu(inner, approximate="tanh")
+            )
         last = _layer_norm(transformer.ln_f, hidden_states[:, -1:])  # only the last position
-        logits = _linear(self.lm_head, last)
+        logits = self._linear(self.lm_head, last)
         return logits.reshape([logits.shape[0], logits.shape[2]])
+
+    def _decode_block(
+        self, block, hidden_states: Tensor, key_cache: Tensor, value_cache: Tensor, start, index
+    ) -> Tensor:
+        """One token through one block, in one call of our kernel
+        (gpt2_decode_block): its layer norms, projections, attention over
+        the cache and residual adds, this token's key and value written at
+        `start`. The weights go in as they are stored (float32 or bfloat16)."""
+        attention, mlp = block.attn, block.mlp
+        device = hidden_states.device
+        epsilons = Tensor([block.ln_1.eps, block.ln_2.eps], dtype=FLOAT32, device=device)
+        parameters = [
+            block.ln_1.weight,
+            block.ln_1.bias,
+            attention.c_attn.weight,
+            _bias(attention.c_attn, device),
+            attention.c_proj.weight,
+            _bias(attention.c_proj, device),
+            block.ln_2.weight,
+            block.ln_2.bias,
+            mlp.c_fc.weight,
+            _bias(mlp.c_fc, device),
+            mlp.c_proj.weight,
+            _bias(mlp.c_proj, device),
+        ]
+        name = "gpt2_decode_block" if self.bf16_dot else "gpt2_decode_block_widening"
+        cache = [key_cache.__buffervalue__(), value_cache.__buffervalue__()]
+        out_type = TensorType(FLOAT32, hidden_states.shape, device=device)
+        return _kernel(name, [*cache, hidden_states, *parameters, epsilons, start], index, out_type)
+
+    def _linear(self, layer: Linear, x: Tensor) -> Tensor:
+        """layer(x) for float32 x [batch, seq, in] (a prompt, or the head).
+        Our kernel reads the weights as they are stored; MAX's matmul runs
+        in float32. One position per sequence goes through our kernel; so
+        does a prompt with bfloat16 weights on a CPU with bfloat16 dot
+        products (the kernel's tiles multiply them as they are); any other
+        prompt goes through MAX's matmul."""
+        batch, seq_length, n_in = x.shape
+        n_out = layer.weight.shape[0]
+        bias = _f32_bias(layer, x.device)
+        tiles = layer.weight.dtype == DType.bfloat16 and self.bf16_dot and cpu_has_bf16_dot()
+        if seq_length != 1 and not tiles:
+            return x @ _f32(layer.weight).T + bias
+        rows = linear_rows(layer, x.reshape([-1, n_in]), bias, widening=not self.bf16_dot)
+        return rows.reshape([batch, seq_length, n_out])
 
     # --- MAX's ops only, in the weights' dtype (accelerators) -----------------
 
@@ -194,20 +241,6 @@ def _layer_norm(norm, x: Tensor) -> Tensor:
     return F.layer_norm(x, gamma=_f32(norm.weight), beta=_f32(norm.bias), epsilon=norm.eps)
 
 
-def _linear(layer: Linear, x: Tensor) -> Tensor:
-    """layer(x) for float32 x [batch, seq, in]. One position per sequence
-    (decoding) goes through our kernel, which reads the weights as they are
-    stored. So does a prompt with bfloat16 weights on a CPU with bfloat16
-    dot products (the kernel's tiles multiply them as they are); any other
-    prompt goes through MAX's matmul, in float32."""
-    batch, seq_length, n_in = x.shape
-    n_out = layer.weight.shape[0]
-    bias = _f32_bias(layer, x.device)
-    if seq_length != 1 and not (layer.weight.dtype == DType.bfloat16 and cpu_has_bf16_dot()):
-        return x @ _f32(layer.weight).T + bias
-    return linear_rows(layer, x.reshape([-1, n_in]), bias).reshape([batch, seq_length, n_out])
-
-
 @functools.cache
 def cpu_has_bf16_dot() -> bool:
     """Whether our kernels, as MAX builds them for this CPU, multiply bfloat16
@@ -224,21 +257,29 @@ def cpu_has_bf16_dot() -> bool:
     return bool(flag.to_numpy()[0])
 
 
+def _bias(layer: Linear, device) -> Tensor:
+    """The layer's bias as stored, or zeros for Linear(bias=False) (which holds a 0)."""
+    if isinstance(layer.bias, Tensor):
+        return layer.bias
+    return Tensor.zeros([layer.weight.shape[0]], dtype=FLOAT32, device=device)
+
+
 def _f32_bias(layer: Linear, device) -> Tensor:
-    n_out = layer.weight.shape[0]
-    if isinstance(layer.bias, Tensor):  # Linear(bias=False) holds a 0
-        return _f32(layer.bias)
-    return Tensor.zeros([n_out], dtype=FLOAT32, device=device)
+    return _f32(_bias(layer, device))
 
 
-def linear_rows(layer: Linear, rows: Tensor, bias: Tensor | None = None) -> Tensor:
+def linear_rows(
+    layer: Linear, rows: Tensor, bias: Tensor | None = None, *, widening: bool = False
+) -> Tensor:
     """layer(rows) for float32 rows [m, in] through our kernel, which reads
     each weight row once for all m rows: the fastest way for a few rows,
-    slower than MAX's matmul from a few dozen on. Returns float32 [m, out]."""
+    slower than MAX's matmul from a few dozen on (but with bfloat16 weights
+    and the CPU's bfloat16 dot products). `widening`: bfloat16 weights
+    widened to float32 even where the dot products are. Returns float32 [m, out]."""
     bias = _f32_bias(layer, rows.device) if bias is None else bias
     out_type = TensorType(FLOAT32, [rows.shape[0], layer.weight.shape[0]], device=rows.device)
     (output,) = F.custom(
-        "gpt2_linear_rows",
+        "gpt2_linear_rows_widening" if widening else "gpt2_linear_rows",
         rows.device,
         [rows, layer.weight, bias],
         [out_type],
@@ -299,6 +340,7 @@ def load(
     dtype: DType = DType.float32,
     device: Device | None = None,
     use_kernels: bool | None = None,
+    bf16_dot: bool = True,
 ):
     """A FastGPT2 with a checkpoint's weights, in `dtype` on `device`;
     `use_kernels` defaults to True on the CPU (see FastGPT2)."""
@@ -314,6 +356,7 @@ def load(
         state = _to_bfloat16(state)
     model.load_state_dict(state)
     model.use_kernels = device == CPU() if use_kernels is None else use_kernels
+    model.bf16_dot = bf16_dot
     return model
 
 

@@ -9,10 +9,12 @@ which also run a prompt's many rows in register tiles; elsewhere they are
 widened to float32 in registers.
 """
 
-from std.math import exp
+from std.atomic import Atomic
+from std.math import ceildiv, exp, sqrt, tanh
 from std.memory import alloc, stack_allocation
-from std.sys.info import CompilationTarget, simd_width_of, size_of
+from std.sys.info import CompilationTarget, num_physical_cores, simd_width_of, size_of
 from std.sys.intrinsics import llvm_intrinsic, prefetch
+from std.utils import IndexList
 from max.algorithm import parallelize
 import extensibility
 from extensibility import InputTensor, OutputTensor
@@ -21,8 +23,6 @@ from extensibility.managed_tensor_slice import _MutableInputTensor as MutableInp
 # float32 lanes in one vector register of the machine the kernels are built
 # for (MAX builds them on it): 16 with AVX-512, 8 with AVX2, 4 with NEON.
 comptime WIDTH = simd_width_of[DType.float32]()
-comptime ROWS_PER_TASK = 32  # weight rows one parallel task reads
-comptime LINE_BYTES = 64  # one cache line
 # vdpbf16ps (AVX512_BF16): each float32 lane adds the products of a pair of
 # bfloat16 lanes, so one instruction does 32 multiply-adds on 64 bytes of
 # weights, where widening them to float32 first takes two loads, two
@@ -47,6 +47,61 @@ def dot_pairs(
     return llvm_intrinsic["llvm.x86.avx512bf16.dpbf16ps.512", SIMD[DType.float32, 16]](
         sums, a, b
     )
+
+
+@always_inline
+def dot_widening[
+    wtype: DType
+](w_row: UnsafePointer[Scalar[wtype], _], x_row: UnsafePointer[Float32, _], n_in: Int) -> Float32:
+    """w_row . x_row, the weights widened to float32 in registers: four sums
+    over consecutive chunks, so that four loads are in flight."""
+    var a0 = SIMD[DType.float32, WIDTH](0)
+    var a1 = SIMD[DType.float32, WIDTH](0)
+    var a2 = SIMD[DType.float32, WIDTH](0)
+    var a3 = SIMD[DType.float32, WIDTH](0)
+    var k = 0
+    while k + 4 * WIDTH <= n_in:
+        var w = w_row + k
+        var x = x_row + k
+        a0 += w.load[width=WIDTH]().cast[DType.float32]() * x.load[width=WIDTH]()
+        a1 += (w + WIDTH).load[width=WIDTH]().cast[DType.float32]() * (x + WIDTH).load[width=WIDTH]()
+        a2 += (w + 2 * WIDTH).load[width=WIDTH]().cast[DType.float32]() * (
+            x + 2 * WIDTH
+        ).load[width=WIDTH]()
+        a3 += (w + 3 * WIDTH).load[width=WIDTH]().cast[DType.float32]() * (
+            x + 3 * WIDTH
+        ).load[width=WIDTH]()
+        k += 4 * WIDTH
+    while k + WIDTH <= n_in:
+        a0 += (w_row + k).load[width=WIDTH]().cast[DType.float32]() * (x_row + k).load[width=WIDTH]()
+        k += WIDTH
+    var total = ((a0 + a1) + (a2 + a3)).reduce_add()
+    for tail_k in range(k, n_in):
+        total += w_row[tail_k].cast[DType.float32]() * x_row[tail_k]
+    return total
+
+
+@always_inline
+def dot_bf16(
+    w_row: UnsafePointer[BFloat16, _], x_row: UnsafePointer[BFloat16, _], n_in: Int
+) -> Float32:
+    """w_row . x_row through vdpbf16ps (only where HAS_BF16_DOT): two sums
+    over alternate 64-byte chunks, the tail widened."""
+    var dot_end = n_in - n_in % PAIRS
+    var even = SIMD[DType.float32, 16](0)
+    var odd = SIMD[DType.float32, 16](0)
+    var k = 0
+    while k + 2 * PAIRS <= dot_end:
+        even = dot_pairs(even, (w_row + k).load[width=PAIRS](), (x_row + k).load[width=PAIRS]())
+        var k1 = k + PAIRS
+        odd = dot_pairs(odd, (w_row + k1).load[width=PAIRS](), (x_row + k1).load[width=PAIRS]())
+        k += 2 * PAIRS
+    if k < dot_end:
+        even = dot_pairs(even, (w_row + k).load[width=PAIRS](), (x_row + k).load[width=PAIRS]())
+    var total = (even + odd).reduce_add()
+    for tail_k in range(dot_end, n_in):
+        total += w_row[tail_k].cast[DType.float32]() * x_row[tail_k].cast[DType.float32]()
+    return total
 
 
 @extensibility.register("gpt2_linear_rows")
@@ -139,118 +194,12 @@ def linear_rows_widening(
     var b_stride = bias.strides()[0]
     var out_ptr = output.unsafe_ptr()
     var vector_end = n_in - n_in % WIDTH
-    var pair_end = n_in - n_in % (2 * WIDTH)
 
-    def task(index: Int) {var}:
-        var first = index * ROWS_PER_TASK
-        var last = min(first + ROWS_PER_TASK, n_out)
-        var n_start = first
-        comptime if size_of[weight.dtype]() == 4:
-            if rows == 1:
-                # One token, float32 weights: the rows one after the other,
-                # in memory order, four sums over consecutive chunks of a
-                # row so that four loads are in flight: 10-25% faster than
-                # the four interleaved rows below (docs/src/performance.md,
-                # "What stands between the kernels and the ceiling").
-                for n in range(first, last):
-                    var w_row = w_ptr + n * n_in
-                    var a0 = SIMD[DType.float32, WIDTH](0)
-                    var a1 = SIMD[DType.float32, WIDTH](0)
-                    var a2 = SIMD[DType.float32, WIDTH](0)
-                    var a3 = SIMD[DType.float32, WIDTH](0)
-                    var k = 0
-                    while k + 4 * WIDTH <= n_in:
-                        var w = w_row + k
-                        var xk = x_ptr + k
-                        a0 += w.load[width=WIDTH]().cast[DType.float32]() * xk.load[width=WIDTH]()
-                        w += WIDTH
-                        xk += WIDTH
-                        a1 += w.load[width=WIDTH]().cast[DType.float32]() * xk.load[width=WIDTH]()
-                        w += WIDTH
-                        xk += WIDTH
-                        a2 += w.load[width=WIDTH]().cast[DType.float32]() * xk.load[width=WIDTH]()
-                        w += WIDTH
-                        xk += WIDTH
-                        a3 += w.load[width=WIDTH]().cast[DType.float32]() * xk.load[width=WIDTH]()
-                        k += 4 * WIDTH
-                    while k + WIDTH <= n_in:
-                        a0 += (w_row + k).load[width=WIDTH]().cast[DType.float32]() * (
-                            x_ptr + k
-                        ).load[width=WIDTH]()
-                        k += WIDTH
-                    var total = ((a0 + a1) + (a2 + a3)).reduce_add()
-                    for tail_k in range(k, n_in):
-                        total += w_row[tail_k].cast[DType.float32]() * x_ptr[tail_k]
-                    out_ptr[n * out_strides[1]] = total + b_ptr[n * b_stride]
-                n_start = last
-        if rows == 1:
-                while n_start < last:
-                    var w_row = w_ptr + n_start * n_in
-                    var a0 = SIMD[DType.float32, WIDTH](0)
-                    var a1 = SIMD[DType.float32, WIDTH](0)
-                    var a2 = SIMD[DType.float32, WIDTH](0)
-                    var a3 = SIMD[DType.float32, WIDTH](0)
-                    var k = 0
-                    while k + 4 * WIDTH <= n_in:
-                        a0 += (w_row + k).load[width=WIDTH]().cast[DType.float32]() * (x_ptr + k).load[width=WIDTH]()
-                        a1 += (w_row + k + WIDTH).load[width=WIDTH]().cast[DType.float32]() * (x_ptr + k + WIDTH).load[width=WIDTH]()
-                        a2 += (w_row + k + 2 * WIDTH).load[width=WIDTH]().cast[DType.float32]() * (x_ptr + k + 2 * WIDTH).load[width=WIDTH]()
-                        a3 += (w_row + k + 3 * WIDTH).load[width=WIDTH]().cast[DType.float32]() * (x_ptr + k + 3 * WIDTH).load[width=WIDTH]()
-                        k += 4 * WIDTH
-                    while k + WIDTH <= n_in:
-                        a0 += (w_row + k).load[width=WIDTH]().cast[DType.float32]() * (x_ptr + k).load[width=WIDTH]()
-                        k += WIDTH
-                    var total = ((a0 + a1) + (a2 + a3)).reduce_add()
-                    while k < n_in:
-                        total += w_row[k].cast[DType.float32]() * x_ptr[k]
-                        k += 1
-                    out_ptr[n_start * out_strides[1]] = total + b_ptr[n_start * b_stride]
-                    n_start += 1
-        if rows == 1 and n_start < last:
-            # One token (decoding), bfloat16 weights widened: four weight
-            # rows at a time, each with its own sum, share every load of x
-            # and keep four streams of loads in flight.
-            while n_start + 4 <= last:
-                var w0 = w_ptr + n_start * n_in
-                var w1 = w0 + n_in
-                var w2 = w1 + n_in
-                var w3 = w2 + n_in
-                var a0 = SIMD[DType.float32, WIDTH](0)
-                var a1 = SIMD[DType.float32, WIDTH](0)
-                var a2 = SIMD[DType.float32, WIDTH](0)
-                var a3 = SIMD[DType.float32, WIDTH](0)
-                for k in range(0, vector_end, WIDTH):
-                    comptime if size_of[weight.dtype]() < 4:
-                        # bfloat16: ask for the next four rows' line now.
-                        # Left to itself, the hardware prefetcher falls
-                        # behind four interleaved streams of half-width
-                        # loads (docs/src/performance.md, bfloat16).
-                        if k % (LINE_BYTES // size_of[weight.dtype]()) == 0:
-                            prefetch(w0 + k + 4 * n_in)
-                            prefetch(w1 + k + 4 * n_in)
-                            prefetch(w2 + k + 4 * n_in)
-                            prefetch(w3 + k + 4 * n_in)
-                    var xk = (x_ptr + k).load[width=WIDTH]()
-                    a0 += (w0 + k).load[width=WIDTH]().cast[DType.float32]() * xk
-                    a1 += (w1 + k).load[width=WIDTH]().cast[DType.float32]() * xk
-                    a2 += (w2 + k).load[width=WIDTH]().cast[DType.float32]() * xk
-                    a3 += (w3 + k).load[width=WIDTH]().cast[DType.float32]() * xk
-                var t0 = a0.reduce_add()
-                var t1 = a1.reduce_add()
-                var t2 = a2.reduce_add()
-                var t3 = a3.reduce_add()
-                for k in range(vector_end, n_in):
-                    t0 += w0[k].cast[DType.float32]() * x_ptr[k]
-                    t1 += w1[k].cast[DType.float32]() * x_ptr[k]
-                    t2 += w2[k].cast[DType.float32]() * x_ptr[k]
-                    t3 += w3[k].cast[DType.float32]() * x_ptr[k]
-                var col = out_strides[1]
-                out_ptr[n_start * col] = t0 + b_ptr[n_start * b_stride]
-                out_ptr[(n_start + 1) * col] = t1 + b_ptr[(n_start + 1) * b_stride]
-                out_ptr[(n_start + 2) * col] = t2 + b_ptr[(n_start + 2) * b_stride]
-                out_ptr[(n_start + 3) * col] = t3 + b_ptr[(n_start + 3) * b_stride]
-                n_start += 4
-        for n in range(n_start, last):
+    def rows_between(first: Int, last: Int) {var}:
+        # Each weight row, in memory order, against every row of x: four
+        # rows of x at a time (each load of a weight feeds four sums), then
+        # the rows left one by one (all of them for one token, decoding).
+        for n in range(first, last):
             var w_row = w_ptr + n * n_in
             var b = b_ptr[n * b_stride]
             var m = 0
@@ -286,26 +235,23 @@ def linear_rows_widening(
                 out_ptr[(m + 3) * out_strides[0] + column] = t3 + b
                 m += 4
             while m < rows:
-                # One row: two sums over alternate chunks, so that an FMA
-                # need not wait for the one before it.
-                var x_row = x_ptr + m * n_in
-                var even = SIMD[DType.float32, WIDTH](0)
-                var odd = SIMD[DType.float32, WIDTH](0)
-                for k in range(0, pair_end, 2 * WIDTH):
-                    var w0 = (w_row + k).load[width=WIDTH]().cast[DType.float32]()
-                    var w1 = (w_row + k + WIDTH).load[width=WIDTH]().cast[DType.float32]()
-                    even += w0 * (x_row + k).load[width=WIDTH]()
-                    odd += w1 * (x_row + k + WIDTH).load[width=WIDTH]()
-                for k in range(pair_end, vector_end, WIDTH):
-                    var w = (w_row + k).load[width=WIDTH]().cast[DType.float32]()
-                    even += w * (x_row + k).load[width=WIDTH]()
-                var total = (even + odd).reduce_add()
-                for k in range(vector_end, n_in):
-                    total += w_row[k].cast[DType.float32]() * x_row[k]
+                var total = dot_widening(w_row, x_ptr + m * n_in, n_in)
                 out_ptr[m * out_strides[0] + n * out_strides[1]] = total + b
                 m += 1
 
-    parallelize(task, (n_out + ROWS_PER_TASK - 1) // ROWS_PER_TASK)
+    # The rows claimed as in decode_block, one at a time (guided): fewer
+    # hand-offs than a fixed task per 32 rows, and the cores end together.
+    var claims = new_counters(1)
+    var workers = num_physical_cores()
+
+    def worker(index: Int) {var}:
+        var rows = claim(claims, 0, n_out, smallest_claim(weight), workers)
+        while rows[0] < rows[1]:
+            rows_between(rows[0], rows[1])
+            rows = claim(claims, 0, n_out, smallest_claim(weight), workers)
+
+    parallelize(worker, workers)
+    claims.free()
     x_rows.free()
 
 
@@ -360,9 +306,7 @@ def linear_rows_bf16_dot(
     def store(m: Int, n: Int, total: Float32) {var}:
         out_ptr[m * out_strides[0] + n * out_strides[1]] = total + b_ptr[n * b_stride]
 
-    def task(index: Int) {var}:
-        var first = index * ROWS_PER_TASK
-        var last = min(first + ROWS_PER_TASK, n_out)
+    def rows_between(first: Int, last: Int) {var}:
         var tiled_rows = rows - rows % BF16_TILE if rows >= BF16_TILES_FROM else 0
         var n = first
         if tiled_rows > 0:
@@ -394,20 +338,23 @@ def linear_rows_bf16_dot(
             var w_row = w_ptr + n_row * n_in
             var m_first = tiled_rows if n_row < n else 0
             for m in range(m_first, rows):
-                var x_row = x_ptr + m * n_in
-                var even = SIMD[DType.float32, 16](0)
-                var odd = SIMD[DType.float32, 16](0)
-                var k = 0
-                while k + 2 * PAIRS <= dot_end:
-                    even = dot_pairs(even, (w_row + k).load[width=PAIRS](), (x_row + k).load[width=PAIRS]())
-                    var k1 = k + PAIRS
-                    odd = dot_pairs(odd, (w_row + k1).load[width=PAIRS](), (x_row + k1).load[width=PAIRS]())
-                    k += 2 * PAIRS
-                if k < dot_end:
-                    even = dot_pairs(even, (w_row + k).load[width=PAIRS](), (x_row + k).load[width=PAIRS]())
-                store(m, n_row, (even + odd).reduce_add() + tail(w_row, x_row))
+                store(m, n_row, dot_bf16(w_row, x_ptr + m * n_in, n_in))
 
-    parallelize(task, (n_out + ROWS_PER_TASK - 1) // ROWS_PER_TASK)
+    # The rows claimed as in decode_block, in whole tiles (a claim counts
+    # groups of BF16_TILE rows), so that a tile never straddles two claims.
+    var claims = new_counters(1)
+    var workers = num_physical_cores()
+    var groups = ceildiv(n_out, BF16_TILE)
+    var smallest = ceildiv(smallest_claim(weight), BF16_TILE)
+
+    def worker(index: Int) {var}:
+        var span = claim(claims, 0, groups, smallest, workers)
+        while span[0] < span[1]:
+            rows_between(span[0] * BF16_TILE, min(span[1] * BF16_TILE, n_out))
+            span = claim(claims, 0, groups, smallest, workers)
+
+    parallelize(worker, workers)
+    claims.free()
     x_rows.free()
 
 
@@ -453,19 +400,380 @@ struct CacheWrite:
                         vc[cached] = v_ptr[b * vs[0] + h * vs[1] + s * vs[2] + d * vs[3]]
 
 
-@extensibility.register("gpt2_decode_attention")
-struct DecodeAttention:
-    """One new token per sequence: writes its key and value at position
-    `start` of one layer's caches, then attends over positions 0 .. start.
+# --- one decoded token through a whole transformer block, in one call ------
+#
+# Decoding, a block is seven steps in a row (layer norm, c_attn, attention,
+# c_proj, layer norm, c_fc with GELU, c_proj), each needing all of the one
+# before. As seven or more graph operations, every step ends with the cores
+# handing back to MAX's executor and being woken for the next: about 25 us
+# a call on a 2-core machine, a sixth of a 768 x 3072 projection's time
+# (docs/src/performance.md). Here one call runs the whole block: each core
+# takes a share of every step, and waits for the others at the end of it by
+# watching a counter (microseconds) instead of going back to sleep.
+#
+# Work is claimed, not assigned: a core takes the next unclaimed rows of a
+# step with an atomic compare-and-swap until none is left, then waits until
+# every claimed row is done. Whatever number of workers MAX runs at once,
+# even one, every row is claimed by a core that is running, so the wait
+# always ends. A claim takes a quarter of what is left per worker (at least
+# CLAIM_BYTES of weights): few claims, each atomic moving a cache line
+# between cores, and small ones at the end, so that the cores finish a step
+# close together (guided scheduling).
 
-    qkv: [batch, 1, 3 * embed], the c_attn projection as it comes (query,
-    key, value side by side, each head's head_dim values together);
-    output: [batch, 1, embed], the heads merged back. Reading the heads
-    straight from qkv spares the graph a split, three reshapes and
-    transposes into heads and one back, per layer. The softmax is computed
-    online (running max and sum), in one pass over the cache, so no scores
-    array is needed.
-    """
+comptime CLAIM_BYTES = 32768  # the weight bytes of the smallest claim
+comptime STEPS = 7
+comptime LINE_BYTES = 64  # one cache line
+
+
+# Each counter on a cache line of its own: a core adding to one must not
+# take the line away from a core reading another.
+comptime COUNTER_STRIDE = LINE_BYTES // size_of[Int64]()
+
+
+@always_inline
+def claim(
+    counters: UnsafePointer[mut=True, Int64, _], step: Int, total: Int, smallest: Int, workers: Int
+) -> IndexList[2]:
+    """The next unclaimed rows [first, last) of `step`'s `total`, claimed now:
+    what is left over 2 * workers, at least `smallest` rows; first == last
+    == total once all are claimed."""
+    var next = counters + (2 * step) * COUNTER_STRIDE
+    var first = Atomic[Int64].load(next)
+    while Int(first) < total:
+        var size = max(smallest, (total - Int(first)) // (2 * workers))
+        var last = min(total, Int(first) + size)
+        if Atomic[Int64].compare_exchange(next, first, Int64(last)):
+            return IndexList[2](Int(first), last)
+        # Another core claimed first: `first` now holds where it stopped.
+    return IndexList[2](total, total)
+
+
+@always_inline
+def finished(counters: UnsafePointer[mut=True, Int64, _], step: Int, rows_done: Int):
+    """Adds the rows of `step` this core did: once per core and step, not per
+    claim (every atomic add moves the counter's line between cores)."""
+    if rows_done > 0:
+        _ = Atomic[Int64].fetch_add(counters + (2 * step + 1) * COUNTER_STRIDE, Int64(rows_done))
+
+
+def new_counters(count: Int) -> UnsafePointer[Int64, MutUntrackedOrigin]:
+    """`count` zeroed counters, each on its own cache line."""
+    var counters = alloc[Int64](count * COUNTER_STRIDE)
+    for i in range(count * COUNTER_STRIDE):
+        counters[i] = 0
+    return counters
+
+
+@always_inline
+def wait_for_step(counters: UnsafePointer[mut=True, Int64, _], step: Int, total: Int):
+    """Spins until all `total` rows of `step` are done (by this core or another)."""
+    while Int(Atomic[Int64].load(counters + (2 * step + 1) * COUNTER_STRIDE)) < total:
+        pass
+
+
+@always_inline
+def at(vector: InputTensor[rank=1, ...], index: Int) -> Float32:
+    """vector[index] as float32, whatever its dtype and stride."""
+    return vector.unsafe_ptr()[index * vector.strides()[0]].cast[DType.float32]()
+
+
+def layer_norm_row(
+    x: UnsafePointer[Float32, _],
+    weight: InputTensor[rank=1, ...],
+    bias: InputTensor[rank=1, ...],
+    epsilon: Float32,
+    out32: UnsafePointer[mut=True, Float32, _],
+    out16: UnsafePointer[mut=True, BFloat16, _],
+    width: Int,
+):
+    """One row's layer norm, in float32 and rounded to bfloat16 (the dot
+    products' input)."""
+    var total = Float32(0)
+    for i in range(width):
+        total += x[i]
+    var mean = total / Float32(width)
+    var squares = Float32(0)
+    for i in range(width):
+        squares += (x[i] - mean) * (x[i] - mean)
+    var inverse = Float32(1) / sqrt(squares / Float32(width) + epsilon)
+    for i in range(width):
+        var y = (x[i] - mean) * inverse * at(weight, i) + at(bias, i)
+        out32[i] = y
+        out16[i] = y.cast[DType.bfloat16]()
+
+
+@always_inline
+def gelu_tanh(x: Float32) -> Float32:
+    """GPT-2's GELU, the tanh approximation (F.gelu(approximate="tanh"))."""
+    comptime SQRT_2_OVER_PI: Float32 = 0.7978845608028654
+    return 0.5 * x * (1 + tanh(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+
+
+@always_inline
+def project_chunk[
+    use_bf16_dot: Bool
+](
+    weight: InputTensor[rank=2, ...],
+    first: Int,
+    last: Int,
+    rows: Int,
+    x32: UnsafePointer[Float32, _],
+    x16: UnsafePointer[BFloat16, _],
+    dest: UnsafePointer[mut=True, Float32, _],
+):
+    """dest[m, n] = x[m] . weight[n] for the weight rows first..last, in memory
+    order, and every row m of x ([rows, n_in], contiguous; dest is [rows,
+    n_out]). No bias: the caller adds it with what follows the product."""
+    var n_in = weight.dim_size(1)
+    var n_out = weight.dim_size(0)
+    var w_ptr = weight.unsafe_ptr()
+    for n in range(first, last):
+        for m in range(rows):
+            comptime if use_bf16_dot and weight.dtype == DType.bfloat16:
+                dest[m * n_out + n] = dot_bf16(
+                    (w_ptr + n * n_in).bitcast[BFloat16](), x16 + m * n_in, n_in
+                )
+            else:
+                dest[m * n_out + n] = dot_widening(w_ptr + n * n_in, x32 + m * n_in, n_in)
+
+
+@always_inline
+def smallest_claim(weight: InputTensor[rank=2, ...]) -> Int:
+    """Weight rows in the smallest claim: CLAIM_BYTES of them, at least one."""
+    return max(1, CLAIM_BYTES // (weight.dim_size(1) * size_of[weight.dtype]()))
+
+
+def attend_one_head(
+    key_cache: UnsafePointer[Float32, _],
+    value_cache: UnsafePointer[Float32, _],
+    query: UnsafePointer[Float32, _],
+    dest: UnsafePointer[mut=True, Float32, _],
+    head_dim: Int,
+    position: Int,
+):
+    """dest = softmax(q . k_t / sqrt(head_dim)) over t = 0..position, times v_t;
+    key_cache and value_cache point at this head's [context, head_dim].
+    The softmax is computed online (a running max and sum), in one pass over
+    the cache, accumulating straight into `dest`."""
+    var scale = Float32(1.0) / sqrt(Float32(head_dim))
+    var vector_end = head_dim - head_dim % WIDTH
+    for d in range(head_dim):
+        dest[d] = 0
+    var running_max = Float32.MIN
+    var running_sum = Float32(0)
+    for t in range(position + 1):
+        var k_row = key_cache + t * head_dim
+        var v_row = value_cache + t * head_dim
+        var dot = SIMD[DType.float32, WIDTH](0)
+        for d in range(0, vector_end, WIDTH):
+            dot += (query + d).load[width=WIDTH]() * (k_row + d).load[width=WIDTH]()
+        var score = dot.reduce_add()
+        for d in range(vector_end, head_dim):
+            score += query[d] * k_row[d]
+        score *= scale
+        var new_max = max(running_max, score)
+        var correction = exp(running_max - new_max)
+        var weight = exp(score - new_max)
+        running_sum = running_sum * correction + weight
+        for d in range(0, vector_end, WIDTH):
+            var old = (dest + d).load[width=WIDTH]()
+            (dest + d).store(old * correction + weight * (v_row + d).load[width=WIDTH]())
+        for d in range(vector_end, head_dim):
+            dest[d] = dest[d] * correction + weight * v_row[d]
+        running_max = new_max
+    for d in range(head_dim):
+        dest[d] /= running_sum
+
+
+def decode_block[
+    use_bf16_dot: Bool
+](
+    output: OutputTensor[dtype = DType.float32, rank=3, ...],
+    key_cache: MutableInputTensor[dtype = DType.float32, rank=5, ...],
+    value_cache: MutableInputTensor[dtype = DType.float32, rank=5, ...],
+    hidden: InputTensor[dtype = DType.float32, rank=3, ...],
+    ln_1_weight: InputTensor[rank=1, ...],
+    ln_1_bias: InputTensor[rank=1, ...],
+    c_attn_weight: InputTensor[rank=2, ...],
+    c_attn_bias: InputTensor[rank=1, ...],
+    attn_proj_weight: InputTensor[rank=2, ...],
+    attn_proj_bias: InputTensor[rank=1, ...],
+    ln_2_weight: InputTensor[rank=1, ...],
+    ln_2_bias: InputTensor[rank=1, ...],
+    c_fc_weight: InputTensor[rank=2, ...],
+    c_fc_bias: InputTensor[rank=1, ...],
+    mlp_proj_weight: InputTensor[rank=2, ...],
+    mlp_proj_bias: InputTensor[rank=1, ...],
+    epsilon: InputTensor[dtype = DType.float32, rank=1, ...],
+    start: InputTensor[dtype = DType.int64, rank=1, ...],
+    layer_index: InputTensor[dtype = DType.int64, rank=1, ...],
+) raises:
+    """hidden [batch, 1, embed] -> output [batch, 1, embed] through one GPT-2
+    block, writing this token's key and value at position `start` of layer
+    `layer_index` in the caches [layers, batch, heads, context, head_dim]."""
+    var batch = hidden.dim_size(0)
+    var embed = hidden.dim_size(2)
+    var heads = key_cache.dim_size(2)
+    var head_dim = key_cache.dim_size(4)
+    var context = key_cache.dim_size(3)
+    var inner = c_fc_weight.dim_size(0)
+    var layer = Int(layer_index.unsafe_ptr()[0])
+    var position = Int(start.unsafe_ptr()[0])
+    var eps = epsilon.unsafe_ptr()  # [layer norm 1's, layer norm 2's]
+    if position < 0 or position >= context:
+        raise Error("gpt2_decode_block: position beyond the cache")
+    if hidden.dim_size(1) != 1 or heads * head_dim != embed:
+        raise Error("gpt2_decode_block: hidden must be [batch, 1, heads * head_dim]")
+    if c_attn_weight.dim_size(0) != 3 * embed or c_fc_weight.dim_size(1) != embed:
+        raise Error("gpt2_decode_block: the weights do not match the hidden size")
+    contiguous_weight(c_attn_weight)
+    contiguous_weight(attn_proj_weight)
+    contiguous_weight(c_fc_weight)
+    contiguous_weight(mlp_proj_weight)
+
+    # Scratch, each [batch, width] and contiguous: the residual stream, the
+    # normed input of a projection (float32 and bfloat16), qkv, the heads'
+    # output, the MLP's inner activations.
+    var residual = alloc[Float32](batch * embed)
+    var normed = alloc[Float32](batch * embed)
+    var normed16 = alloc[BFloat16](batch * embed)
+    var qkv = alloc[Float32](batch * 3 * embed)
+    var attended = alloc[Float32](batch * embed)
+    var attended16 = alloc[BFloat16](batch * embed)
+    var activated = alloc[Float32](batch * inner)
+    var activated16 = alloc[BFloat16](batch * inner)
+    var counters = new_counters(2 * STEPS)
+    var h_strides = hidden.strides()
+    var h_in = hidden.unsafe_ptr()
+    for b in range(batch):
+        for i in range(embed):
+            residual[b * embed + i] = h_in[b * h_strides[0] + i * h_strides[2]]
+    var o_strides = output.strides()
+    var o_ptr = output.unsafe_ptr()
+    var kc = key_cache.unsafe_ptr()
+    var vc = value_cache.unsafe_ptr()
+
+    var workers = num_physical_cores()
+
+    def worker(index: Int) {var}:
+        # 0: layer norm 1, a row of the batch at a time.
+        var done = 0
+        var rows = claim(counters, 0, batch, 1, workers)
+        while rows[0] < rows[1]:
+            for b in range(rows[0], rows[1]):
+                layer_norm_row(
+                    residual + b * embed, ln_1_weight, ln_1_bias, eps[0],
+                    normed + b * embed, normed16 + b * embed, embed,
+                )
+            done += rows[1] - rows[0]
+            rows = claim(counters, 0, batch, 1, workers)
+        finished(counters, 0, done)
+        wait_for_step(counters, 0, batch)
+        # 1: qkv = c_attn(normed).
+        done = 0
+        rows = claim(counters, 1, 3 * embed, smallest_claim(c_attn_weight), workers)
+        while rows[0] < rows[1]:
+            project_chunk[use_bf16_dot](c_attn_weight, rows[0], rows[1], batch, normed, normed16, qkv)
+            for b in range(batch):
+                for n in range(rows[0], rows[1]):
+                    qkv[b * 3 * embed + n] += at(c_attn_bias, n)
+            done += rows[1] - rows[0]
+            rows = claim(counters, 1, 3 * embed, smallest_claim(c_attn_weight), workers)
+        finished(counters, 1, done)
+        wait_for_step(counters, 1, 3 * embed)
+        # 2: attention, a (sequence, head) at a time: this token's key and
+        # value into the caches, then the head's output over 0..position.
+        done = 0
+        rows = claim(counters, 2, batch * heads, 1, workers)
+        while rows[0] < rows[1]:
+            for bh in range(rows[0], rows[1]):
+                var b = bh // heads
+                var h = bh % heads
+                var slot = ((layer * batch + b) * heads + h) * context * head_dim
+                var query = qkv + b * 3 * embed + h * head_dim
+                for d in range(head_dim):
+                    kc[slot + position * head_dim + d] = query[embed + d]
+                    vc[slot + position * head_dim + d] = query[2 * embed + d]
+                var head_out = attended + b * embed + h * head_dim
+                attend_one_head(kc + slot, vc + slot, query, head_out, head_dim, position)
+                for d in range(head_dim):
+                    attended16[b * embed + h * head_dim + d] = head_out[d].cast[DType.bfloat16]()
+            done += rows[1] - rows[0]
+            rows = claim(counters, 2, batch * heads, 1, workers)
+        finished(counters, 2, done)
+        wait_for_step(counters, 2, batch * heads)
+        # 3: residual += c_proj(attended). The product goes to `normed`,
+        # free until step 4 reads the residual.
+        done = 0
+        rows = claim(counters, 3, embed, smallest_claim(attn_proj_weight), workers)
+        while rows[0] < rows[1]:
+            project_chunk[use_bf16_dot](
+                attn_proj_weight, rows[0], rows[1], batch, attended, attended16, normed
+            )
+            for b in range(batch):
+                for n in range(rows[0], rows[1]):
+                    residual[b * embed + n] += normed[b * embed + n] + at(attn_proj_bias, n)
+            done += rows[1] - rows[0]
+            rows = claim(counters, 3, embed, smallest_claim(attn_proj_weight), workers)
+        finished(counters, 3, done)
+        wait_for_step(counters, 3, embed)
+        # 4: layer norm 2.
+        done = 0
+        rows = claim(counters, 4, batch, 1, workers)
+        while rows[0] < rows[1]:
+            for b in range(rows[0], rows[1]):
+                layer_norm_row(
+                    residual + b * embed, ln_2_weight, ln_2_bias, eps[1],
+                    normed + b * embed, normed16 + b * embed, embed,
+                )
+            done += rows[1] - rows[0]
+            rows = claim(counters, 4, batch, 1, workers)
+        finished(counters, 4, done)
+        wait_for_step(counters, 4, batch)
+        # 5: activated = gelu(c_fc(normed)).
+        done = 0
+        rows = claim(counters, 5, inner, smallest_claim(c_fc_weight), workers)
+        while rows[0] < rows[1]:
+            project_chunk[use_bf16_dot](c_fc_weight, rows[0], rows[1], batch, normed, normed16, activated)
+            for b in range(batch):
+                for n in range(rows[0], rows[1]):
+                    var a = gelu_tanh(activated[b * inner + n] + at(c_fc_bias, n))
+                    activated[b * inner + n] = a
+                    activated16[b * inner + n] = a.cast[DType.bfloat16]()
+            done += rows[1] - rows[0]
+            rows = claim(counters, 5, inner, smallest_claim(c_fc_weight), workers)
+        finished(counters, 5, done)
+        wait_for_step(counters, 5, inner)
+        # 6: output = residual + c_proj(activated). The product goes to
+        # `attended`, free since step 3. Nothing follows: no wait.
+        rows = claim(counters, 6, embed, smallest_claim(mlp_proj_weight), workers)
+        while rows[0] < rows[1]:
+            project_chunk[use_bf16_dot](
+                mlp_proj_weight, rows[0], rows[1], batch, activated, activated16, attended
+            )
+            for b in range(batch):
+                for n in range(rows[0], rows[1]):
+                    o_ptr[b * o_strides[0] + n * o_strides[2]] = (
+                        residual[b * embed + n] + attended[b * embed + n] + at(mlp_proj_bias, n)
+                    )
+            rows = claim(counters, 6, embed, smallest_claim(mlp_proj_weight), workers)
+
+    parallelize(worker, workers)
+    residual.free()
+    normed.free()
+    normed16.free()
+    qkv.free()
+    attended.free()
+    attended16.free()
+    activated.free()
+    activated16.free()
+    counters.free()
+
+
+@extensibility.register("gpt2_decode_block")
+struct DecodeBlock:
+    """One decoded token through one GPT-2 block (decode_block), bfloat16
+    weights through the CPU's dot products where the kernels have them."""
 
     @staticmethod
     def execute[
@@ -474,74 +782,64 @@ struct DecodeAttention:
         output: OutputTensor[dtype = DType.float32, rank=3, ...],
         key_cache: MutableInputTensor[dtype = DType.float32, rank=5, ...],
         value_cache: MutableInputTensor[dtype = DType.float32, rank=5, ...],
-        qkv: InputTensor[dtype = DType.float32, rank=3, ...],
+        hidden: InputTensor[dtype = DType.float32, rank=3, ...],
+        ln_1_weight: InputTensor[rank=1, ...],
+        ln_1_bias: InputTensor[rank=1, ...],
+        c_attn_weight: InputTensor[rank=2, ...],
+        c_attn_bias: InputTensor[rank=1, ...],
+        attn_proj_weight: InputTensor[rank=2, ...],
+        attn_proj_bias: InputTensor[rank=1, ...],
+        ln_2_weight: InputTensor[rank=1, ...],
+        ln_2_bias: InputTensor[rank=1, ...],
+        c_fc_weight: InputTensor[rank=2, ...],
+        c_fc_bias: InputTensor[rank=1, ...],
+        mlp_proj_weight: InputTensor[rank=2, ...],
+        mlp_proj_bias: InputTensor[rank=1, ...],
+        epsilon: InputTensor[dtype = DType.float32, rank=1, ...],
         start: InputTensor[dtype = DType.int64, rank=1, ...],
         layer_index: InputTensor[dtype = DType.int64, rank=1, ...],
     ) raises:
-        var layer = Int(layer_index.unsafe_ptr()[0])
-        var batch = qkv.dim_size(0)
-        var heads = key_cache.dim_size(2)
-        var head_dim = key_cache.dim_size(4)
-        var embed = heads * head_dim
-        var context = key_cache.dim_size(3)
-        var position = Int(start.unsafe_ptr()[0])
-        if position < 0 or position >= context:
-            raise Error("gpt2_decode_attention: position beyond the cache")
-        if qkv.dim_size(1) != 1 or qkv.dim_size(2) != 3 * embed:
-            raise Error("gpt2_decode_attention: qkv must be [batch, 1, 3 * heads * head_dim]")
-        var kc = key_cache.unsafe_ptr()
-        var vc = value_cache.unsafe_ptr()
-        var qkv_in = qkv.unsafe_ptr()
-        var out_ptr = output.unsafe_ptr()
-        var qkv_strides = qkv.strides()
-        var out_strides = output.strides()
-        var scale = Float32(1.0) / Float32(head_dim).__pow__(Float32(0.5))
-        var vector_end = head_dim - head_dim % WIDTH
-        # Per (batch, head): its query and its running output, contiguous.
-        var scratch = alloc[Float32](batch * heads * 2 * head_dim)
+        decode_block[HAS_BF16_DOT](
+            output, key_cache, value_cache, hidden, ln_1_weight, ln_1_bias,
+            c_attn_weight, c_attn_bias, attn_proj_weight, attn_proj_bias,
+            ln_2_weight, ln_2_bias, c_fc_weight, c_fc_bias, mlp_proj_weight,
+            mlp_proj_bias, epsilon, start, layer_index,
+        )
 
-        def task(bh: Int) {var}:
-            var b = bh // heads
-            var h = bh % heads
-            var base = ((layer * batch + b) * heads + h) * context * head_dim
-            var q = scratch + bh * 2 * head_dim
-            var acc = q + head_dim
-            var row = b * qkv_strides[0]
-            for d in range(head_dim):
-                var column = (h * head_dim + d) * qkv_strides[2]
-                q[d] = qkv_in[row + column]
-                acc[d] = 0
-                kc[base + position * head_dim + d] = qkv_in[row + column + embed * qkv_strides[2]]
-                vc[base + position * head_dim + d] = qkv_in[
-                    row + column + 2 * embed * qkv_strides[2]
-                ]
-            var running_max = Float32.MIN
-            var running_sum = Float32(0)
-            for t in range(position + 1):
-                var k_row = kc + base + t * head_dim
-                var v_row = vc + base + t * head_dim
-                var dot = SIMD[DType.float32, WIDTH](0)
-                for d in range(0, vector_end, WIDTH):
-                    dot += (q + d).load[width=WIDTH]() * (k_row + d).load[width=WIDTH]()
-                var score = dot.reduce_add()
-                for d in range(vector_end, head_dim):
-                    score += q[d] * k_row[d]
-                score *= scale
-                var new_max = max(running_max, score)
-                var correction = exp(running_max - new_max)
-                var weight = exp(score - new_max)
-                running_sum = running_sum * correction + weight
-                for d in range(0, vector_end, WIDTH):
-                    var old = (acc + d).load[width=WIDTH]()
-                    (acc + d).store(old * correction + weight * (v_row + d).load[width=WIDTH]())
-                for d in range(vector_end, head_dim):
-                    acc[d] = acc[d] * correction + weight * v_row[d]
-                running_max = new_max
-            for d in range(head_dim):
-                out_ptr[b * out_strides[0] + (h * head_dim + d) * out_strides[2]] = (
-                    acc[d] / running_sum
-                )
 
-        parallelize(task, batch * heads)
-        scratch.free()
+@extensibility.register("gpt2_decode_block_widening")
+struct DecodeBlockWidening:
+    """gpt2_decode_block with bfloat16 weights widened to float32 whatever the
+    machine: the path of a CPU without AVX512_BF16, for the tests and the
+    benchmark on one that has them."""
 
+    @staticmethod
+    def execute[
+        target: StaticString
+    ](
+        output: OutputTensor[dtype = DType.float32, rank=3, ...],
+        key_cache: MutableInputTensor[dtype = DType.float32, rank=5, ...],
+        value_cache: MutableInputTensor[dtype = DType.float32, rank=5, ...],
+        hidden: InputTensor[dtype = DType.float32, rank=3, ...],
+        ln_1_weight: InputTensor[rank=1, ...],
+        ln_1_bias: InputTensor[rank=1, ...],
+        c_attn_weight: InputTensor[rank=2, ...],
+        c_attn_bias: InputTensor[rank=1, ...],
+        attn_proj_weight: InputTensor[rank=2, ...],
+        attn_proj_bias: InputTensor[rank=1, ...],
+        ln_2_weight: InputTensor[rank=1, ...],
+        ln_2_bias: InputTensor[rank=1, ...],
+        c_fc_weight: InputTensor[rank=2, ...],
+        c_fc_bias: InputTensor[rank=1, ...],
+        mlp_proj_weight: InputTensor[rank=2, ...],
+        mlp_proj_bias: InputTensor[rank=1, ...],
+        epsilon: InputTensor[dtype = DType.float32, rank=1, ...],
+        start: InputTensor[dtype = DType.int64, rank=1, ...],
+        layer_index: InputTensor[dtype = DType.int64, rank=1, ...],
+    ) raises:
+        decode_block[False](
+            output, key_cache, value_cache, hidden, ln_1_weight, ln_1_bias,
+            c_attn_weight, c_attn_bias, attn_proj_weight, attn_proj_bias,
+            ln_2_weight, ln_2_bias, c_fc_weight, c_fc_bias, mlp_proj_weight,
+            mlp_proj_bias, epsilon, start, layer_index,
+        )
