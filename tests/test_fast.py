@@ -45,11 +45,16 @@ def fast(request, checkpoint) -> fast_gpt2.FastGenerator:
     return fast_gpt2.FastGenerator(fast_gpt2.load(checkpoint, use_kernels=use_kernels))
 
 
-@pytest.fixture(scope="module")
-def fast_bf16(checkpoint) -> fast_gpt2.FastGenerator:
+@pytest.fixture(scope="module", params=["dot-products", "widened"])
+def fast_bf16(request, checkpoint) -> fast_gpt2.FastGenerator:
+    """bfloat16 weights both ways: through the CPU's bfloat16 dot products
+    where the kernels have them (the default), and widened to float32 (the
+    path of a CPU without them), so both are held to the tutorial model."""
     from max.dtype import DType
 
-    return fast_gpt2.FastGenerator(fast_gpt2.load(checkpoint, dtype=DType.bfloat16))
+    bf16_dot = request.param == "dot-products"
+    model = fast_gpt2.load(checkpoint, dtype=DType.bfloat16, bf16_dot=bf16_dot)
+    return fast_gpt2.FastGenerator(model)
 
 
 def tutorial_logits(model, ids: list[int]) -> np.ndarray:
@@ -79,6 +84,28 @@ def test_greedy_tokens_equal_the_tutorial_model(tutorial, fast) -> None:
     assert list(fast.generate(PROMPT, 12)) == expected
     # A one-token prompt goes straight to the decode graph.
     assert list(fast.generate(PROMPT[:1], 5)) == list(generate_tokens(tutorial, PROMPT[:1], 5))
+
+
+def test_a_batch_decodes_each_sequence_as_if_alone(checkpoint) -> None:
+    """Two sequences decoded side by side (the block kernel shares its steps
+    over the batch's rows and its (sequence, head) pairs) give each the
+    logits it gets alone."""
+    pair = fast_gpt2.FastGenerator(fast_gpt2.load(checkpoint), batch=2)
+    alone = fast_gpt2.FastGenerator(fast_gpt2.load(checkpoint))
+    prompts, next_ids = [PROMPT[:5], PROMPT[5:]], [[7], [11]]
+
+    def run(graph, ids: list[list[int]], start: int) -> np.ndarray:
+        # The arrays must outlive the call: the tensors borrow their memory.
+        ids_array, start_array = np.asarray(ids, dtype=np.int64), np.asarray([start])
+        inputs = pair._ids(ids_array), pair.key_cache, pair.value_cache, pair._ids(start_array)
+        return np.array(graph(*inputs).to_numpy())
+
+    run(pair.prefill, prompts, 0)
+    batched = run(pair.decode, next_ids, len(prompts[0]))
+    for row, (prompt, next_id) in enumerate(zip(prompts, next_ids, strict=True)):
+        alone.logits(prompt)
+        expected = alone.logits(next_id, start=len(prompt))
+        assert close(batched[row], expected), (row, np.abs(batched[row] - expected).max())
 
 
 def test_sampling_is_reproducible(fast) -> None:
