@@ -187,17 +187,22 @@ def test_each_generator_has_caches_of_its_own(checkpoint, fast) -> None:
 # --- the row kernel on its own -------------------------------------------------
 # n_in = 37 leaves a scalar tail after two 16-wide chunks (and after one
 # 32-pair bfloat16 dot product); n_in = 80 a single chunk after two pairs.
-# n_out = 42: a second task of 10 weight rows, two of them after the last
-# block of four. Rows 1-9 cover the four-row blocks and every remainder;
+# n_out = 42: two weight rows after the last block of four. (All 42 fit in
+# one claim of the cores' shares; the model tests' larger matrices, the
+# head's 300 rows among them, are cut into several.) Rows 1-9 cover the four-row blocks and every remainder;
 # 8 and more rows the bfloat16 kernel's tiles, 13 and 33 with rows left over.
 ROW_COUNTS = [*range(1, 10), 13, 16, 33]
 # (weights' dtype, kernel): the float32 path, bfloat16 through the CPU's
 # bfloat16 dot products where it has them (the kernel the model calls), and
-# bfloat16 widened to float32 (what a CPU without them runs).
+# bfloat16 widened to float32 (what a CPU without them runs); and the widening
+# code at 8 float32 lanes a vector, what a CPU with AVX2 and no AVX-512 runs
+# (gpt2_linear_rows_narrow; AVX-512 machines run 8-lane vectors too).
 ROW_KERNELS = [
     ("float32", "gpt2_linear_rows"),
     ("bfloat16", "gpt2_linear_rows"),
     ("bfloat16", "gpt2_linear_rows_widening"),
+    ("float32", "gpt2_linear_rows_narrow"),
+    ("bfloat16", "gpt2_linear_rows_narrow"),
 ]
 
 

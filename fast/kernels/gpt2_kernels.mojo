@@ -51,30 +51,30 @@ def dot_pairs(
 
 @always_inline
 def dot_widening[
-    wtype: DType
+    wtype: DType, width: Int = WIDTH
 ](w_row: UnsafePointer[Scalar[wtype], _], x_row: UnsafePointer[Float32, _], n_in: Int) -> Float32:
     """w_row . x_row, the weights widened to float32 in registers: four sums
     over consecutive chunks, so that four loads are in flight."""
-    var a0 = SIMD[DType.float32, WIDTH](0)
-    var a1 = SIMD[DType.float32, WIDTH](0)
-    var a2 = SIMD[DType.float32, WIDTH](0)
-    var a3 = SIMD[DType.float32, WIDTH](0)
+    var a0 = SIMD[DType.float32, width](0)
+    var a1 = SIMD[DType.float32, width](0)
+    var a2 = SIMD[DType.float32, width](0)
+    var a3 = SIMD[DType.float32, width](0)
     var k = 0
-    while k + 4 * WIDTH <= n_in:
+    while k + 4 * width <= n_in:
         var w = w_row + k
         var x = x_row + k
-        a0 += w.load[width=WIDTH]().cast[DType.float32]() * x.load[width=WIDTH]()
-        a1 += (w + WIDTH).load[width=WIDTH]().cast[DType.float32]() * (x + WIDTH).load[width=WIDTH]()
-        a2 += (w + 2 * WIDTH).load[width=WIDTH]().cast[DType.float32]() * (
-            x + 2 * WIDTH
-        ).load[width=WIDTH]()
-        a3 += (w + 3 * WIDTH).load[width=WIDTH]().cast[DType.float32]() * (
-            x + 3 * WIDTH
-        ).load[width=WIDTH]()
-        k += 4 * WIDTH
-    while k + WIDTH <= n_in:
-        a0 += (w_row + k).load[width=WIDTH]().cast[DType.float32]() * (x_row + k).load[width=WIDTH]()
-        k += WIDTH
+        a0 += w.load[width=width]().cast[DType.float32]() * x.load[width=width]()
+        a1 += (w + width).load[width=width]().cast[DType.float32]() * (x + width).load[width=width]()
+        a2 += (w + 2 * width).load[width=width]().cast[DType.float32]() * (
+            x + 2 * width
+        ).load[width=width]()
+        a3 += (w + 3 * width).load[width=width]().cast[DType.float32]() * (
+            x + 3 * width
+        ).load[width=width]()
+        k += 4 * width
+    while k + width <= n_in:
+        a0 += (w_row + k).load[width=width]().cast[DType.float32]() * (x_row + k).load[width=width]()
+        k += width
     var total = ((a0 + a1) + (a2 + a3)).reduce_add()
     for tail_k in range(k, n_in):
         total += w_row[tail_k].cast[DType.float32]() * x_row[tail_k]
@@ -150,6 +150,24 @@ struct LinearRowsWidening:
         linear_rows_widening(output, x, weight, bias)
 
 
+@extensibility.register("gpt2_linear_rows_narrow")
+struct LinearRowsNarrow:
+    """gpt2_linear_rows_widening with 8 float32 lanes a vector, whatever the
+    machine: the code a CPU with AVX2 but no AVX-512 runs (its WIDTH), for
+    the tests on one with AVX-512 (which runs 8-lane vectors too)."""
+
+    @staticmethod
+    def execute[
+        target: StaticString
+    ](
+        output: OutputTensor[dtype = DType.float32, rank=2, ...],
+        x: InputTensor[dtype = DType.float32, rank=2, ...],
+        weight: InputTensor[rank=2, ...],
+        bias: InputTensor[dtype = DType.float32, rank=1, ...],
+    ) raises:
+        linear_rows_widening[width=8](output, x, weight, bias)
+
+
 @extensibility.register("gpt2_bf16_dot_available")
 struct Bf16DotAvailable:
     """[1] if these kernels were built with AVX512_BF16's dot products, else
@@ -167,7 +185,7 @@ def contiguous_weight(weight: InputTensor[rank=2, ...]) raises:
         raise Error("gpt2_linear_rows: the weight must be a contiguous [out, in] matrix")
 
 
-def linear_rows_widening(
+def linear_rows_widening[width: Int = WIDTH](
     output: OutputTensor[dtype = DType.float32, rank=2, ...],
     x: InputTensor[dtype = DType.float32, rank=2, ...],
     weight: InputTensor[rank=2, ...],
@@ -193,7 +211,7 @@ def linear_rows_widening(
     var b_ptr = bias.unsafe_ptr()
     var b_stride = bias.strides()[0]
     var out_ptr = output.unsafe_ptr()
-    var vector_end = n_in - n_in % WIDTH
+    var vector_end = n_in - n_in % width
 
     def rows_between(first: Int, last: Int) {var}:
         # Each weight row, in memory order, against every row of x: four
@@ -208,16 +226,16 @@ def linear_rows_widening(
                 var x1 = x0 + n_in
                 var x2 = x1 + n_in
                 var x3 = x2 + n_in
-                var a0 = SIMD[DType.float32, WIDTH](0)
-                var a1 = SIMD[DType.float32, WIDTH](0)
-                var a2 = SIMD[DType.float32, WIDTH](0)
-                var a3 = SIMD[DType.float32, WIDTH](0)
-                for k in range(0, vector_end, WIDTH):
-                    var w = (w_row + k).load[width=WIDTH]().cast[DType.float32]()
-                    a0 += w * (x0 + k).load[width=WIDTH]()
-                    a1 += w * (x1 + k).load[width=WIDTH]()
-                    a2 += w * (x2 + k).load[width=WIDTH]()
-                    a3 += w * (x3 + k).load[width=WIDTH]()
+                var a0 = SIMD[DType.float32, width](0)
+                var a1 = SIMD[DType.float32, width](0)
+                var a2 = SIMD[DType.float32, width](0)
+                var a3 = SIMD[DType.float32, width](0)
+                for k in range(0, vector_end, width):
+                    var w = (w_row + k).load[width=width]().cast[DType.float32]()
+                    a0 += w * (x0 + k).load[width=width]()
+                    a1 += w * (x1 + k).load[width=width]()
+                    a2 += w * (x2 + k).load[width=width]()
+                    a3 += w * (x3 + k).load[width=width]()
                 var t0 = a0.reduce_add()
                 var t1 = a1.reduce_add()
                 var t2 = a2.reduce_add()
@@ -235,7 +253,7 @@ def linear_rows_widening(
                 out_ptr[(m + 3) * out_strides[0] + column] = t3 + b
                 m += 4
             while m < rows:
-                var total = dot_widening(w_row, x_ptr + m * n_in, n_in)
+                var total = dot_widening[width=width](w_row, x_ptr + m * n_in, n_in)
                 out_ptr[m * out_strides[0] + n * out_strides[1]] = total + b
                 m += 1
 
