@@ -13,6 +13,7 @@ import pytest
 from common import max_runtime
 from common.steps import REPO
 from devtools import llama_peer
+from devtools.bench import chain
 from devtools.bench.contenders import Contender
 from devtools.bench.machine import ceiling_fractions, is_busy
 from devtools.bench.measuring import results_from
@@ -167,10 +168,10 @@ def test_smoke_run_on_a_tiny_model(tmp_path: Path) -> None:
         assert contender["prefill_tokens_per_s"]["n"] == 2
     assert data["device"] == "cpu" and data["dtype"] == "float32"
     # Step 17 decodes with 6 matmuls per layer and the head; the fast model
-    # with our kernels instead: 4 projections and the attention per layer, and the head.
+    # with our kernels instead: one call per block (gpt2_decode_block), and the head.
     n_layer = data["config"]["n_layer"]
     assert data["decode_ops"]["step17"]["matmul"] == 6 * n_layer + 1
-    assert data["decode_ops"]["fast"]["custom"] == 5 * n_layer + 1
+    assert data["decode_ops"]["fast"]["custom"] == n_layer + 1
     assert "matmul" not in data["decode_ops"]["fast"]
     assert (tmp_path / "book" / "results.md").read_text() in result.stdout
 
@@ -208,18 +209,23 @@ def test_mla_bench_reports_every_contender_and_length() -> None:
 
 
 def test_the_projection_chain_reports_its_speed_against_the_probe(tmp_path: Path) -> None:
-    """devtools.bench.chain on one MLP pair, both dtypes, two rounds: a table
-    with the probe's GB/s and each chain's GB/s and share of it."""
+    """devtools.bench.chain on one block, both dtypes and both ways, two
+    rounds: a table with the probe's GB/s and each chain's GB/s and share of it."""
     out = tmp_path / "chain.md"
     result = run_tool(
         "devtools.bench.chain",
-        *("--pairs", "1", "--rounds", "2", "--calls", "1", "--probe-mb", "64", "--out", str(out)),
+        *("--blocks", "1", "--rounds", "2", "--calls", "1", "--probe-mb", "64", "--out", str(out)),
         timeout=900,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     table = out.read_text()
-    assert table.startswith("Machine: ") and "A chain of 2 projections" in table
-    for reading in ("the probe: a sum over 64 MiB", "float32 weights", "bfloat16 weights"):
+    assert table.startswith("Machine: ") and "The weights of 1 GPT-2 block (" in table
+    readings = [
+        f"{dtype} weights, {way}"
+        for dtype in ("float32", "bfloat16")
+        for way in chain.WAYS.values()
+    ]
+    for reading in ("the probe: a sum over 64 MiB", *readings):
         (row,) = [line for line in table.splitlines() if reading in line]
         cells = [cell.strip() for cell in row.strip("|").split("|")]
         assert float(cells[1].split()[0]) > 0, row

@@ -1,14 +1,23 @@
-"""`python -m devtools.bench.chain`: how fast one token's projections stream
+"""`python -m devtools.bench.chain`: how fast a decoded token's blocks stream
 their weights, against how fast this machine reads memory, in one run.
 
-A decoded token is 48 projections in a row (GPT-2's 12 blocks of four), each
-its own call of our kernel, each reading its weights from memory once. This
-times a chain of 24 MLP pairs (768 -> 3072 -> 768, distinct weights, 226 MB
-in bfloat16 and 453 MB in float32, both far larger than the caches) in one
-graph, interleaved with the benchmark's bandwidth probe (a sum over 1 GiB on
-every core), and prints the bytes per second of each and their ratio: the
-fraction of the machine's read bandwidth the kernels reach once the calls
-follow one another, which is what a decoded token can reach at best.
+A decoded token reads every weight of GPT-2's 12 blocks once (c_attn, c_proj,
+c_fc and the MLP's c_proj: 85 M weights, 170 MB in bfloat16, 340 MB in
+float32, far more than the caches hold). This times the blocks' weights read
+two ways, in one graph each, interleaved with the benchmark's bandwidth probe
+(a sum over 1 GiB on every core):
+
+- **a call per projection**: the four products of each block as four calls
+  of our row kernel (`gpt2_linear_rows`), each output the next one's input;
+  the cores go back to MAX's executor after every call;
+- **a call per block**: each block as one call of `gpt2_decode_block`, its
+  layer norms, attention and residual adds included, the cores sharing
+  every step without handing back.
+
+It prints the bytes per second of each and their ratio to the probe of the
+same round: the fraction of the machine's read bandwidth the weights' stream
+reaches once the calls follow one another, which is what a decoded token
+can reach at best.
 """
 
 from __future__ import annotations
@@ -23,87 +32,147 @@ from common.steps import REPO
 from devtools.bench.machine import machine_line, read_bandwidth, seconds_for
 from devtools.bench.stats import format_spread, summary
 
-EMBED, INNER = 768, 3072
+EMBED, HEADS, CONTEXT = 768, 12, 1024
+# A block's parameters in gpt2_decode_block's order: (name, shape); the
+# matrices are [out, in], as a MAX Linear holds them.
+BLOCK = (
+    ("ln_1.weight", (EMBED,)),
+    ("ln_1.bias", (EMBED,)),
+    ("c_attn.weight", (3 * EMBED, EMBED)),
+    ("c_attn.bias", (3 * EMBED,)),
+    ("attn.c_proj.weight", (EMBED, EMBED)),
+    ("attn.c_proj.bias", (EMBED,)),
+    ("ln_2.weight", (EMBED,)),
+    ("ln_2.bias", (EMBED,)),
+    ("c_fc.weight", (4 * EMBED, EMBED)),
+    ("c_fc.bias", (4 * EMBED,)),
+    ("mlp.c_proj.weight", (EMBED, 4 * EMBED)),
+    ("mlp.c_proj.bias", (EMBED,)),
+)
+WAYS = {
+    "projections": "a call per projection (`gpt2_linear_rows`)",
+    "blocks": "a call per block (`gpt2_decode_block`)",
+}
 OUT = REPO / "docs" / "src" / "bench" / "chain.md"
 
 
-def chain_graph(pairs: int, dtype_name: str):
-    """A compiled graph of `pairs` MLP pairs through gpt2_linear_rows, one
-    row of x, each pair's output the next one's input."""
-    import numpy as np
-    from max.driver import CPU
-    from max.dtype import DType
-    from max.engine import InferenceSession
-    from max.graph import DeviceRef, Graph, TensorType, ops
-
-    from fast.gpt2 import DTYPES, KERNELS
-
-    cpu = DeviceRef.CPU()
-    weight_dtype = DTYPES[dtype_name]
-    types = [TensorType(DType.float32, [1, EMBED], device=cpu)]
-    for _ in range(pairs):
-        types += [
-            TensorType(weight_dtype, [INNER, EMBED], device=cpu),
-            TensorType(weight_dtype, [EMBED, INNER], device=cpu),
-        ]
-    with Graph("chain", input_types=types, custom_extensions=[KERNELS]) as graph:
-        x = graph.inputs[0]
-        for pair in range(pairs):
-            for weight in graph.inputs[1 + 2 * pair : 3 + 2 * pair]:
-                n_out = int(weight.shape[0])
-                bias = ops.constant(np.zeros(n_out, np.float32), DType.float32, device=cpu)
-                out_type = TensorType(DType.float32, [1, n_out], device=cpu)
-                x = ops.custom("gpt2_linear_rows", cpu, [x, weight, bias], [out_type])[0]
-        graph.output(x)
-    return InferenceSession(devices=[CPU()]).load(graph)
-
-
-def chain_inputs(pairs: int, dtype_name: str) -> tuple[list, list, int]:
-    """The chain's buffers (one row of x, then each projection's random
-    weights, from the profile's random_operands), the torch tensors whose
-    memory they borrow, and the weights' bytes."""
+def block_inputs(blocks: int, dtype_name: str) -> tuple[list, list, int]:
+    """One row of x, the caches, then each block's parameters (the matrices
+    from the profile's random_operands, in `dtype_name`; the rest float32):
+    MAX buffers, the torch tensors whose memory they borrow, and the
+    matrices' bytes."""
+    import torch
     from max.driver import Buffer
 
     from devtools.bench.profile import random_operands
 
-    x = random_operands(INNER, EMBED, dtype_name, 1)[0]
-    shapes = ((INNER, EMBED), (EMBED, INNER)) * pairs
-    weights = [
-        random_operands(n_out, n_in, dtype_name, 1, seed=seed)[1]
-        for seed, (n_out, n_in) in enumerate(shapes)
-    ]
-    tensors = [x, *weights]
-    weight_bytes = sum(w.numel() * w.element_size() for w in weights)
+    cache = torch.zeros(blocks, 1, HEADS, CONTEXT, EMBED // HEADS)
+    tensors = [torch.randn(1, 1, EMBED), cache, cache.clone()]
+    weight_bytes = 0
+    for block in range(blocks):
+        for index, (name, shape) in enumerate(BLOCK):
+            if len(shape) == 2:
+                weight = random_operands(*shape, dtype_name, 1, seed=block * 16 + index)[1]
+                weight_bytes += weight.numel() * weight.element_size()
+                tensors.append(weight)
+            else:
+                # The layer norms' weights 1, every bias 0.
+                tensors.append(
+                    torch.ones(shape)
+                    if name.startswith("ln_") and name.endswith("weight")
+                    else torch.zeros(shape)
+                )
     return [Buffer.from_dlpack(t) for t in tensors], tensors, weight_bytes
 
 
-def measure(dtypes: list[str], pairs: int, rounds: int, calls: int, probe_mb: int = 1024) -> dict:
-    """GB/s of each chain (median of `calls` calls per round) and of the
-    probe, interleaved round by round; the ratio paired by round."""
+def chain_graph(blocks: int, dtype_name: str, way: str):
+    """A compiled graph of `blocks` blocks read `way` ("projections" or
+    "blocks"), the token's position 0; it returns the last block's output."""
+    import numpy as np
+    from max.driver import CPU
+    from max.dtype import DType
+    from max.engine import InferenceSession
+    from max.graph import BufferType, DeviceRef, Graph, TensorType, ops
+
+    from fast.gpt2 import DTYPES, KERNELS
+
+    cpu = DeviceRef.CPU()
+    cache_type = BufferType(DType.float32, [blocks, 1, HEADS, CONTEXT, EMBED // HEADS], device=cpu)
+    types = [TensorType(DType.float32, [1, 1, EMBED], device=cpu), cache_type, cache_type]
+    for _ in range(blocks):
+        types += [
+            TensorType(DTYPES[dtype_name] if len(shape) == 2 else DType.float32, shape, device=cpu)
+            for _, shape in BLOCK
+        ]
+
+    def constant(values, dtype):
+        return ops.constant(np.array(values, dtype=dtype.to_numpy()), dtype, device=cpu)
+
+    with Graph("chain", input_types=types, custom_extensions=[KERNELS]) as graph:
+        x = graph.inputs[0].tensor
+        key_cache, value_cache = graph.inputs[1].buffer, graph.inputs[2].buffer
+        for block in range(blocks):
+            first = 3 + block * len(BLOCK)
+            parameters = [value.tensor for value in graph.inputs[first : first + len(BLOCK)]]
+            if way == "blocks":
+                x = ops.inplace_custom(
+                    "gpt2_decode_block",
+                    cpu,
+                    [
+                        key_cache,
+                        value_cache,
+                        x,
+                        *parameters,
+                        constant([1e-5, 1e-5], DType.float32),
+                        constant([0], DType.int64),
+                        constant([block], DType.int64),
+                    ],
+                    [TensorType(DType.float32, [1, 1, EMBED], device=cpu)],
+                )[0]
+                continue
+            row = x.reshape([1, EMBED])
+            matrices = [i for i, (_, shape) in enumerate(BLOCK) if len(shape) == 2]
+            for weight, bias in ((parameters[i], parameters[i + 1]) for i in matrices):
+                out_type = TensorType(DType.float32, [1, int(weight.shape[0])], device=cpu)
+                row = ops.custom("gpt2_linear_rows", cpu, [row, weight, bias], [out_type])[0]
+                if int(weight.shape[0]) == 3 * EMBED:
+                    row = row[:, :EMBED]  # c_proj takes the attention's width
+            x = row.reshape([1, 1, EMBED])
+        graph.output(x)
+    return InferenceSession(devices=[CPU()]).load(graph)
+
+
+def measure(dtypes: list[str], blocks: int, rounds: int, calls: int, probe_mb: int = 1024) -> dict:
+    """GB/s of each way and dtype (median of `calls` calls per round) and of
+    the probe, interleaved round by round; the ratio paired by round."""
     chains, borrowed = {}, []
     for name in dtypes:
-        buffers, tensors, weight_bytes = chain_inputs(pairs, name)
+        buffers, tensors, weight_bytes = block_inputs(blocks, name)
         borrowed.append(tensors)  # the buffers share their memory: keep it alive
-        chains[name] = (chain_graph(pairs, name), buffers, weight_bytes)
-        chains[name][0].execute(*buffers)  # warm-up
-    probe, speeds = [], {name: [] for name in dtypes}
+        for way in WAYS:
+            graph = chain_graph(blocks, name, way)
+            graph.execute(*buffers)  # warm-up
+            chains[name, way] = (graph, buffers, weight_bytes)
+    probe, speeds = [], {key: [] for key in chains}
     for _ in range(rounds):
         probe.append(read_bandwidth((probe_mb,), best_of=1))
-        for name, (graph, buffers, weight_bytes) in chains.items():
+        for key, (graph, buffers, weight_bytes) in chains.items():
             times = sorted(seconds_for(graph.execute, *buffers) for _ in range(calls))
-            speeds[name].append(weight_bytes / times[len(times) // 2] / 1e9)
+            speeds[key].append(weight_bytes / times[len(times) // 2] / 1e9)
     return dict(
         machine=machine_line(),
-        pairs=pairs,
+        blocks=blocks,
         probe=summary(probe),
         probe_mb=probe_mb,
-        chains={
-            name: dict(
+        chains=[
+            dict(
+                dtype=name,
+                way=way,
                 gb_per_s=summary(values),
                 of_probe=summary([v / p for v, p in zip(values, probe, strict=True)]),
             )
-            for name, values in speeds.items()
-        },
+            for (name, way), values in speeds.items()
+        ],
     )
 
 
@@ -111,7 +180,8 @@ def format_table(data: dict) -> str:
     lines = [
         f"Machine: {data['machine']}.",
         "",
-        f"A chain of {2 * data['pairs']} projections (768 -> 3072 -> 768, one row), "
+        f"The weights of {data['blocks']} GPT-2 block{'s' if data['blocks'] != 1 else ''} "
+        "(124M's shapes), one token, "
         "`python -m devtools.bench.chain`; medians over interleaved rounds (min-max):",
         "",
         "| reading | GB/s | of the probe, round by round |",
@@ -119,10 +189,11 @@ def format_table(data: dict) -> str:
         f"| the probe: a sum over {data['probe_mb']} MiB on every core | "
         f"{format_spread(data['probe'])} | - |",
     ]
-    for name, chain in data["chains"].items():
+    for chain in data["chains"]:
         of_probe = {k: 100 * chain["of_probe"][k] for k in ("median", "min", "max")}
         lines.append(
-            f"| our kernels, {name} weights | {format_spread(chain['gb_per_s'])} | "
+            f"| {chain['dtype']} weights, {WAYS[chain['way']]} | "
+            f"{format_spread(chain['gb_per_s'])} | "
             f"{format_spread(of_probe, unit='%', digits=0)} |"
         )
     return "\n".join(lines) + "\n"
@@ -135,15 +206,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--dtypes", nargs="+", choices=["float32", "bfloat16"], default=["float32", "bfloat16"]
     )
-    parser.add_argument("--pairs", type=int, default=24)
+    parser.add_argument("--blocks", type=int, default=12)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=9, help="calls per chain per round")
     parser.add_argument("--probe-mb", type=int, default=1024, help=argparse.SUPPRESS)  # tests
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--no-book", action="store_true", help="print only")
     args = parser.parse_args(argv)
-    if min(args.pairs, args.rounds, args.calls) < 1:
-        parser.error("--pairs, --rounds and --calls must be at least 1")
+    if min(args.blocks, args.rounds, args.calls) < 1:
+        parser.error("--blocks, --rounds and --calls must be at least 1")
     return args
 
 
@@ -151,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     def run() -> None:
         args = parse_args(argv)
         max_runtime.prepare()
-        data = measure(args.dtypes, args.pairs, args.rounds, args.calls, args.probe_mb)
+        data = measure(args.dtypes, args.blocks, args.rounds, args.calls, args.probe_mb)
         table = format_table(data)
         print(table)
         if not args.no_book:
