@@ -115,7 +115,9 @@ class FastGPT2(MaxGPT2LMHeadModel):
         hidden_states = _f32(transformer.wte(input_ids)) + _f32(transformer.wpe(positions))
         for index, block in enumerate(transformer.h):
             if seq_length == 1:
-                hidden_states = self._decode_block(block, hidden_states, key_cache, value_cache, start, index)
+                hidden_states = self._decode_block(
+                    block, hidden_states, key_cache, value_cache, start, index
+                )
                 continue
             # A prompt on an empty cache: MAX's ops around our projections,
             # its keys and values stored, causal attention over its own
@@ -137,9 +139,8 @@ class FastGPT2(MaxGPT2LMHeadModel):
             hidden_states = hidden_states + self._linear(attention.c_proj, attn_output)
             mlp = block.mlp
             inner = self._linear(mlp.c_fc, _layer_norm(block.ln_2, hidden_states))
-            hidden_states = hidden_states + self._linear(
-                mlp.c_proj, F.gelu(inner, approximate="tanh")
-            )
+            activated = F.gelu(inner, approximate="tanh")
+            hidden_states = hidden_states + self._linear(mlp.c_proj, activated)
         last = _layer_norm(transformer.ln_f, hidden_states[:, -1:])  # only the last position
         logits = self._linear(self.lm_head, last)
         return logits.reshape([logits.shape[0], logits.shape[2]])
@@ -154,32 +155,23 @@ class FastGPT2(MaxGPT2LMHeadModel):
         attention, mlp = block.attn, block.mlp
         device = hidden_states.device
         epsilons = Tensor([block.ln_1.eps, block.ln_2.eps], dtype=FLOAT32, device=device)
-        parameters = [
-            block.ln_1.weight,
-            block.ln_1.bias,
-            attention.c_attn.weight,
-            _bias(attention.c_attn, device),
-            attention.c_proj.weight,
-            _bias(attention.c_proj, device),
-            block.ln_2.weight,
-            block.ln_2.bias,
-            mlp.c_fc.weight,
-            _bias(mlp.c_fc, device),
-            mlp.c_proj.weight,
-            _bias(mlp.c_proj, device),
-        ]
+        # In the kernel's order: a layer norm, then the two projections after it.
+        parameters = []
+        for norm, first, second in (
+            (block.ln_1, attention.c_attn, attention.c_proj),
+            (block.ln_2, mlp.c_fc, mlp.c_proj),
+        ):
+            parameters += [norm.weight, norm.bias, first.weight, _bias(first, device)]
+            parameters += [second.weight, _bias(second, device)]
         name = "gpt2_decode_block" if self.bf16_dot else "gpt2_decode_block_widening"
         cache = [key_cache.__buffervalue__(), value_cache.__buffervalue__()]
         out_type = TensorType(FLOAT32, hidden_states.shape, device=device)
         return _kernel(name, [*cache, hidden_states, *parameters, epsilons, start], index, out_type)
 
     def _linear(self, layer: Linear, x: Tensor) -> Tensor:
-        """layer(x) for float32 x [batch, seq, in] (a prompt, or the head).
-        Our kernel reads the weights as they are stored; MAX's matmul runs
-        in float32. One position per sequence goes through our kernel; so
-        does a prompt with bfloat16 weights on a CPU with bfloat16 dot
-        products (the kernel's tiles multiply them as they are); any other
-        prompt goes through MAX's matmul."""
+        """layer(x) for float32 x [batch, seq, in]: our kernel for one position
+        (the head), and for a prompt with bfloat16 weights on a CPU with
+        bfloat16 dot products (its tiles); MAX's float32 matmul otherwise."""
         batch, seq_length, n_in = x.shape
         n_out = layer.weight.shape[0]
         bias = _f32_bias(layer, x.device)
