@@ -10,6 +10,7 @@ widened to float32 in registers.
 """
 
 from std.atomic import Atomic
+from std.ffi import c_int, external_call
 from std.math import ceildiv, exp, sqrt, tanh
 from std.memory import alloc, stack_allocation
 from std.sys.info import CompilationTarget, num_physical_cores, simd_width_of, size_of
@@ -441,6 +442,8 @@ struct CacheWrite:
 comptime CLAIM_BYTES = 32768  # the weight bytes of the smallest claim
 comptime STEPS = 7
 comptime LINE_BYTES = 64  # one cache line
+# Looks at a counter before a waiting core yields (microseconds of spinning).
+comptime SPINS_BEFORE_YIELD = 10000
 
 
 # Each counter on a cache line of its own: a core adding to one must not
@@ -484,9 +487,15 @@ def new_counters(count: Int) -> UnsafePointer[Int64, MutUntrackedOrigin]:
 
 @always_inline
 def wait_for_step(counters: UnsafePointer[mut=True, Int64, _], step: Int, total: Int):
-    """Spins until all `total` rows of `step` are done (by this core or another)."""
+    """Spins until all `total` rows of `step` are done (by this core or
+    another). After SPINS_BEFORE_YIELD looks it also gives its core away at
+    each look: when more threads than cores run (other programs), the rows
+    it waits for may belong to a thread that needs this core to finish."""
+    var spins = 0
     while Int(Atomic[Int64].load(counters + (2 * step + 1) * COUNTER_STRIDE)) < total:
-        pass
+        spins += 1
+        if spins > SPINS_BEFORE_YIELD:
+            _ = external_call["sched_yield", c_int]()
 
 
 @always_inline
@@ -642,6 +651,10 @@ def decode_block[
         raise Error("gpt2_decode_block: position beyond the cache")
     if hidden.dim_size(1) != 1 or heads * head_dim != embed:
         raise Error("gpt2_decode_block: hidden must be [batch, 1, heads * head_dim]")
+    if key_cache.dim_size(1) != batch or value_cache.dim_size(1) != batch:
+        raise Error("gpt2_decode_block: the caches must hold the same batch as hidden")
+    if epsilon.dim_size(0) != 2:
+        raise Error("gpt2_decode_block: epsilon must hold both layer norms' epsilons")
     if c_attn_weight.dim_size(0) != 3 * embed or c_fc_weight.dim_size(1) != embed:
         raise Error("gpt2_decode_block: the weights do not match the hidden size")
     contiguous_weight(c_attn_weight)
