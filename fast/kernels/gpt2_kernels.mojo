@@ -1,4 +1,4 @@
-"""CPU kernels for fast/gpt2.py: one token's projections and attention.
+"""CPU kernels for fast/gpt2.py: a decoded token's blocks, a prompt's projections.
 
 Decoding one token is memory-bound: each weight is read once and used for one
 multiply-add, so the time is the weights' bytes over the memory bandwidth.
@@ -423,21 +423,22 @@ struct CacheWrite:
 #
 # Decoding, a block is seven steps in a row (layer norm, c_attn, attention,
 # c_proj, layer norm, c_fc with GELU, c_proj), each needing all of the one
-# before. As seven or more graph operations, every step ends with the cores
-# handing back to MAX's executor and being woken for the next: about 25 us
-# a call on a 2-core machine, a sixth of a 768 x 3072 projection's time
-# (docs/src/performance.md). Here one call runs the whole block: each core
-# takes a share of every step, and waits for the others at the end of it by
-# watching a counter (microseconds) instead of going back to sleep.
+# before. As graph operations (about nineteen a block, the layer norms,
+# GELU and adds around the projections included) each step pays MAX's dispatch
+# and ends with the cores handing back to its executor and being woken for
+# the next. Here one call runs the whole block: each core takes a share of
+# every step, and waits for the others at the end of it by watching a
+# counter (microseconds) instead of going back to sleep. A decoded token
+# came 1.2-1.3x sooner (docs/src/performance.md).
 #
 # Work is claimed, not assigned: a core takes the next unclaimed rows of a
 # step with an atomic compare-and-swap until none is left, then waits until
 # every claimed row is done. Whatever number of workers MAX runs at once,
 # even one, every row is claimed by a core that is running, so the wait
-# always ends. A claim takes a quarter of what is left per worker (at least
-# CLAIM_BYTES of weights): few claims, each atomic moving a cache line
-# between cores, and small ones at the end, so that the cores finish a step
-# close together (guided scheduling).
+# always ends. A claim takes what is left over twice the workers (a quarter
+# with two), at least CLAIM_BYTES of weights: few claims, each atomic moving
+# a cache line between cores, and small ones at the end, so that the cores
+# finish a step close together (guided scheduling).
 
 comptime CLAIM_BYTES = 32768  # the weight bytes of the smallest claim
 comptime STEPS = 7
