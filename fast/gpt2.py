@@ -29,8 +29,7 @@ weights); only the way a forward pass is run changes, for speed:
   bfloat16) on `device` (the CPU or an accelerator), and everything the graphs
   take and return lives there too.
 
-tests/test_fast.py checks that it gives the tutorial model's logits and greedy
-tokens.
+tests/test_fast.py checks its logits and greedy tokens against the tutorial model's.
 """
 
 from __future__ import annotations
@@ -61,8 +60,7 @@ def default_device_name() -> str:
 
 
 def device_from_name(name: str) -> Device:
-    """'cpu' or 'gpu' -> a MAX device; ValueError with a clear message when
-    there is no accelerator."""
+    """'cpu' or 'gpu' -> a MAX device; a clear ValueError without an accelerator."""
     if name == "cpu":
         return CPU()
     if name == "gpu":
@@ -190,7 +188,8 @@ class FastGPT2(MaxGPT2LMHeadModel):
         seq_length = input_ids.shape[1]
         first = start.__tensorvalue__().reshape([])  # a graph scalar: slice bounds
         stop = first + F.shape_to_tensor([seq_length]).__tensorvalue__().reshape([])
-        positions = Tensor.arange(seq_length, dtype=DType.int64, device=input_ids.device) + start
+        positions = Tensor.arange(seq_length, dtype=DType.int64, device=input_ids.device)
+        positions = positions + start.to(input_ids.device)  # `start` is on the host
         hidden_states = transformer.wte(input_ids) + transformer.wpe(positions)
         for index, block in enumerate(transformer.h):
             attention = block.attn
@@ -347,6 +346,7 @@ def load(
     if dtype == DType.bfloat16:
         state = _to_bfloat16(state)
     model.load_state_dict(state)
+    model.device = device  # where the graphs' inputs go (a Module says CPU() until told)
     model.use_kernels = device == CPU() if use_kernels is None else use_kernels
     model.bf16_dot = bf16_dot
     return model
@@ -388,7 +388,7 @@ class FastGenerator:
         head_dim = config.n_embd // config.n_head
         cache_shape = [config.n_layer, batch, config.n_head, config.n_positions, head_dim]
         cache_type = BufferType(cache_dtype, cache_shape, device=self.device)
-        start_type = TensorType(DType.int64, [1], device=self.device)
+        start_type = TensorType(DType.int64, [1], device=CPU())  # slice bounds: host values
 
         def token_type(seq):
             return TensorType(DType.int64, [batch, seq], device=self.device)
@@ -416,7 +416,7 @@ class FastGenerator:
         # The arrays must outlive the call: the tensors borrow their memory.
         ids = np.asarray([token_ids], dtype=np.int64)
         first = np.asarray([start], dtype=np.int64)
-        logits = step(self._ids(ids), self.key_cache, self.value_cache, self._ids(first))
+        logits = step(self._ids(ids), self.key_cache, self.value_cache, Tensor.from_dlpack(first))
         # A copy: the array to_numpy() returns shares the output's memory,
         # which MAX may hand to a later call once `logits` is gone.
         return np.array((logits if self.on_host else logits.to(CPU())).to_numpy()[0])

@@ -174,6 +174,20 @@ def test_device_names() -> None:
         fast_gpt2.device_from_name("tpu")
 
 
+def test_the_model_is_on_the_device_it_was_loaded_on(checkpoint) -> None:
+    """FastGenerator puts the graphs' inputs on model.device, which MAX's
+    Module reports as CPU() until told otherwise: on a GPU the token ids
+    stayed on the host while the weights were on the GPU. A CPU object of its
+    own stands in for the accelerator here."""
+    from max.driver import CPU
+
+    class GivenCPU(CPU):
+        """The CPU, as an object other than the one CPU() returns."""
+
+    device = GivenCPU()
+    assert fast_gpt2.load(checkpoint, device=device).device is device
+
+
 def test_each_generator_has_caches_of_its_own(checkpoint, fast) -> None:
     """Two Tensor.zeros of one shape once came back as one buffer: the
     second generator in a process then wrote keys and values into the same
