@@ -19,6 +19,7 @@ def decode_graph_ops(config: dict) -> dict:
     from max.driver import CPU
     from max.dtype import DType
     from max.experimental import functional as F
+    from max.experimental.tensor import default_device
     from max.graph import BufferType, TensorType
 
     from fast.gpt2 import FastGPT2
@@ -29,7 +30,8 @@ def decode_graph_ops(config: dict) -> dict:
     head_dim = gpt2.n_embd // gpt2.n_head
     cache = [gpt2.n_layer, 1, gpt2.n_head, "past", head_dim]
     token = TensorType(DType.int64, [1, 1], device=CPU())
-    with F.lazy():
+    # On the CPU, like the inputs, even where MAX would default to an accelerator.
+    with F.lazy(), default_device(CPU()):
         step17, fast = CachedGPT2LMHeadModel(gpt2), FastGPT2(gpt2)
     fast.use_kernels = True  # the CPU path the benchmark times
     tensor_cache = TensorType(DType.float32, cache, device=CPU())
