@@ -201,7 +201,8 @@ def test_each_generator_has_caches_of_its_own(checkpoint, fast) -> None:
 # --- the row kernel on its own -------------------------------------------------
 # n_in = 37 leaves a scalar tail after two 16-wide chunks (and after one
 # 32-pair bfloat16 dot product); n_in = 80 a single chunk after two pairs.
-# n_out = 42: two weight rows after the last block of four. (All 42 fit in
+# n_out = 42: two weight rows after the last block of four, and for one row
+# of x two after the eight streams' five rows each. (All 42 fit in
 # one claim of the cores' shares; the model tests' larger matrices, the
 # head's 300 rows among them, are cut into several.) Rows 1-9 cover the four-row blocks and every remainder;
 # 8 and more rows the bfloat16 kernel's tiles, 13 and 33 with rows left over.

@@ -2,8 +2,9 @@
 
 Decoding one token is memory-bound: each weight is read once and used for one
 multiply-add, so the time is the weights' bytes over the memory bandwidth.
-These kernels read every weight row exactly once, in order, and spread the
-rows over the cores. bfloat16 weights cost half the bytes: on a CPU with
+These kernels read every weight row exactly once and spread the rows over
+the cores; for one token each core reads eight parts of its rows side by
+side, eight streams from memory instead of one. bfloat16 weights cost half the bytes: on a CPU with
 AVX512_BF16 they are multiplied as they are, by its bfloat16 dot products,
 which also run a prompt's many rows in register tiles; elsewhere they are
 widened to float32 in registers.
@@ -30,6 +31,11 @@ comptime WIDTH = simd_width_of[DType.float32]()
 # conversions and two FMAs.
 comptime HAS_BF16_DOT = CompilationTarget._has_feature["avx512bf16"]()
 comptime PAIRS = 32  # bfloat16 lanes one vdpbf16ps reads from each operand
+# A decoded token's weight rows are read in STREAMS equal parts at once: one
+# core then has as many reads from memory in flight. Twelve blocks' weights
+# (devtools.bench.chain's graph), AMD EPYC, 2 cores, against one stream in
+# alternating rounds: 8 streams 1.07-1.21x, 4 1.09x, 2 1.04-1.08x, 16 1.05x.
+comptime STREAMS = 8
 comptime BF16_TILE = 4  # the many-row product: 4 rows of x by 4 weight rows
 # Below 8 rows the weights' stream from memory sets the time, and one row at
 # a time in memory order streams faster than four rows interleaved; from 8
@@ -103,6 +109,100 @@ def dot_bf16(
     for tail_k in range(dot_end, n_in):
         total += w_row[tail_k].cast[DType.float32]() * x_row[tail_k].cast[DType.float32]()
     return total
+
+
+@always_inline
+def dot_widening_streams[
+    streams: Int, wtype: DType, width: Int = WIDTH
+](
+    w_first: UnsafePointer[Scalar[wtype], _],
+    stride: Int,
+    x_row: UnsafePointer[Float32, _],
+    n_in: Int,
+) -> SIMD[DType.float32, streams]:
+    """(w_first + s * stride) . x_row for each s < streams, at once, the weights
+    widened to float32 in registers: `streams` reads in flight (dot_bf16_streams)."""
+    var sums = stack_allocation[streams, SIMD[DType.float32, width]]()
+    comptime for s in range(streams):
+        sums[s] = 0
+    var k = 0
+    while k + width <= n_in:
+        var x = (x_row + k).load[width=width]()
+        comptime for s in range(streams):
+            sums[s] += (w_first + s * stride + k).load[width=width]().cast[DType.float32]() * x
+        k += width
+    var totals = SIMD[DType.float32, streams](0)
+    comptime for s in range(streams):
+        var total = sums[s].reduce_add()
+        for tail_k in range(k, n_in):
+            total += (w_first + s * stride)[tail_k].cast[DType.float32]() * x_row[tail_k]
+        totals[s] = total
+    return totals
+
+
+@always_inline
+def dot_bf16_streams[
+    streams: Int
+](
+    w_first: UnsafePointer[BFloat16, _],
+    stride: Int,
+    x_row: UnsafePointer[BFloat16, _],
+    n_in: Int,
+) -> SIMD[DType.float32, streams]:
+    """(w_first + s * stride) . x_row for each s < streams, at once (only where
+    HAS_BF16_DOT): weight rows far apart in memory streamed side by side, so
+    that `streams` reads are in flight instead of one."""
+    var dot_end = n_in - n_in % PAIRS
+    var sums = stack_allocation[streams, SIMD[DType.float32, 16]]()
+    comptime for s in range(streams):
+        sums[s] = 0
+    var k = 0
+    while k < dot_end:
+        var x = (x_row + k).load[width=PAIRS]()
+        comptime for s in range(streams):
+            sums[s] = dot_pairs(sums[s], (w_first + s * stride + k).load[width=PAIRS](), x)
+        k += PAIRS
+    var totals = SIMD[DType.float32, streams](0)
+    comptime for s in range(streams):
+        var total = sums[s].reduce_add()
+        for tail_k in range(dot_end, n_in):
+            total += (w_first + s * stride)[tail_k].cast[DType.float32]() * x_row[tail_k].cast[
+                DType.float32
+            ]()
+        totals[s] = total
+    return totals
+
+
+@always_inline
+def dot_rows_streamed[
+    use_bf16_dot: Bool, wtype: DType, xtype: DType, width: Int = WIDTH
+](
+    w_ptr: UnsafePointer[Scalar[wtype], _],
+    first: Int,
+    last: Int,
+    n_in: Int,
+    x_row: UnsafePointer[Scalar[xtype], _],
+    dest: UnsafePointer[mut=True, Float32, _],
+    dest_stride: Int,
+) -> Int:
+    """dest[n * dest_stride] = w_ptr[n] . x_row for one row of x (a decoded
+    token) and the weight rows from `first`, in STREAMS equal parts side by
+    side. Returns the first row not done (fewer than STREAMS are left before
+    `last`). x_row is bfloat16 with `use_bf16_dot`, else float32."""
+    var part = (last - first) // STREAMS
+    for i in range(part):
+        var n = first + i
+        var dots: SIMD[DType.float32, STREAMS]
+        comptime if use_bf16_dot:
+            var w16 = (w_ptr + n * n_in).bitcast[BFloat16]()
+            dots = dot_bf16_streams[STREAMS](w16, part * n_in, x_row.bitcast[BFloat16](), n_in)
+        else:
+            var x = x_row.bitcast[Float32]()
+            var w = w_ptr + n * n_in
+            dots = dot_widening_streams[STREAMS, width=width](w, part * n_in, x, n_in)
+        comptime for s in range(STREAMS):
+            dest[(n + s * part) * dest_stride] = dots[s]
+    return first + STREAMS * part
 
 
 @extensibility.register("gpt2_linear_rows")
@@ -215,10 +315,19 @@ def linear_rows_widening[width: Int = WIDTH](
     var vector_end = n_in - n_in % width
 
     def rows_between(first: Int, last: Int) {var}:
+        # One row of x (a decoded token): the weight rows in streams side by
+        # side (dot_rows_streamed), then the bias.
+        var streamed = first
+        if rows == 1:
+            streamed = dot_rows_streamed[False, width=width](
+                w_ptr, first, last, n_in, x_ptr, out_ptr, out_strides[1]
+            )
+            for n in range(first, streamed):
+                out_ptr[n * out_strides[1]] += b_ptr[n * b_stride]
         # Each weight row, in memory order, against every row of x: four
         # rows of x at a time (each load of a weight feeds four sums), then
-        # the rows left one by one (all of them for one token, decoding).
-        for n in range(first, last):
+        # the rows left one by one.
+        for n in range(streamed, last):
             var w_row = w_ptr + n * n_in
             var b = b_ptr[n * b_stride]
             var m = 0
@@ -351,9 +460,16 @@ def linear_rows_bf16_dot(
                             store(m + i, n + j, total)
                 n += BF16_TILE
         # The rows of x the tiles left (all of them below BF16_TILES_FROM)
-        # against the weight rows one at a time, in memory order: one stream
-        # that the hardware prefetcher follows.
-        for n_row in range(first, last):
+        # against the weight rows one at a time, in memory order; one row of
+        # x (a decoded token) first takes them in streams side by side.
+        var streamed = first
+        if rows == 1:
+            streamed = dot_rows_streamed[True](
+                w_ptr, first, last, n_in, x_ptr, out_ptr, out_strides[1]
+            )
+            for n_row in range(first, streamed):
+                out_ptr[n_row * out_strides[1]] += b_ptr[n_row * b_stride]
+        for n_row in range(streamed, last):
             var w_row = w_ptr + n_row * n_in
             var m_first = tiled_rows if n_row < n else 0
             for m in range(m_first, rows):
@@ -555,7 +671,14 @@ def project_chunk[
     var n_in = weight.dim_size(1)
     var n_out = weight.dim_size(0)
     var w_ptr = weight.unsafe_ptr()
-    for n in range(first, last):
+    var streamed = first  # the weight rows before this one are done
+    if rows == 1:
+        comptime bf16 = use_bf16_dot and weight.dtype == DType.bfloat16
+        comptime if bf16:
+            streamed = dot_rows_streamed[True](w_ptr, first, last, n_in, x16, dest, 1)
+        else:
+            streamed = dot_rows_streamed[False](w_ptr, first, last, n_in, x32, dest, 1)
+    for n in range(streamed, last):
         for m in range(rows):
             comptime if use_bf16_dot and weight.dtype == DType.bfloat16:
                 dest[m * n_out + n] = dot_bf16(
