@@ -219,6 +219,28 @@ def line_number(path: Path, line: str) -> int:
     return path.read_text().splitlines().index(line) + 1
 
 
+def test_checks_run_on_the_cpu_where_max_would_use_a_gpu(tmp_path: Path) -> None:
+    """Where MAX sees an accelerator it makes new tensors there by default;
+    the checks run the learner's code on the CPU, where the references and
+    tolerances hold. A CPU object of its own stands in for the GPU."""
+    from max.driver import CPU
+    from max.experimental.tensor import default_device
+
+    class GivenCPU(CPU):
+        """The CPU, as an object other than the one CPU() returns."""
+
+    record = tmp_path / "device.txt"
+    path = tmp_path / "solution_03.py"
+    path.write_text(
+        steps.step(3).solution.read_text()
+        + "\nfrom max.experimental.tensor import defaults\n"
+        + f"open({str(record)!r}, 'w').write(type(defaults()[1].devices[0]).__name__)\n"
+    )
+    with default_device(GivenCPU()):
+        assert not failures(run_step(load_spec(3), path))
+    assert record.read_text() == "CPU"
+
+
 def test_syntax_error_shows_the_line(tmp_path: Path) -> None:
     path = learner_file(tmp_path, 1, "n_embd: int = 768", "n_embd: int = = 768")
     (outcome,) = failures(run_step(load_spec(1), path))

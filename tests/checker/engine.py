@@ -379,30 +379,41 @@ def run_step(
         return skip_rest(0)
     outcomes.append(Outcome("no placeholders left", "pass"))
 
+    with on_the_cpu():
+        return outcomes + import_and_run(step, path, started, limit)
+
+
+def on_the_cpu() -> Any:
+    """The checks run the learner's code on the CPU, also where MAX would
+    default to an accelerator: the references' numbers, the tolerances and the
+    tests of the checker itself are the CPU's. (A tensor made on the wrong
+    device is still caught there: tests/specs/devices.py.)"""
+    from max.driver import CPU
+    from max.experimental.tensor import default_device
+
+    return default_device(CPU())
+
+
+def import_and_run(
+    step: Step, path: Path, started: Callable[[str], None], limit: float
+) -> list[Outcome]:
+    """Import the learner's file, then run the step's checks on it."""
     started("the file imports")
     try:
         with time_limit(limit):
             module = import_file(path)
     except LearnerImportError as error:
-        outcomes.append(Outcome("the file imports", "fail", f"importing it raised {error}"))
-        return skip_rest(0)
+        failed = Outcome("the file imports", "fail", f"importing it raised {error}")
     except CheckTimeout as error:
-        outcomes.append(
-            Outcome(
-                "the file imports",
-                "fail",
-                f"importing it is {error}",
-                "Is there an endless loop at the top level of the file?",
-            )
-        )
-        return skip_rest(0)
-
-    with warnings.catch_warnings():
-        # MAX warns (and retries) when an eager op fails; the learner gets
-        # the error itself, summarized, from the check.
-        warnings.filterwarnings("ignore", category=UserWarning, module=r"max\.")
-        outcomes += run_checks(step, path, module, started, limit)
-    return outcomes
+        hint = "Is there an endless loop at the top level of the file?"
+        failed = Outcome("the file imports", "fail", f"importing it is {error}", hint)
+    else:
+        with warnings.catch_warnings():
+            # MAX warns (and retries) when an eager op fails; the learner gets
+            # the error itself, summarized, from the check.
+            warnings.filterwarnings("ignore", category=UserWarning, module=r"max\.")
+            return run_checks(step, path, module, started, limit)
+    return [failed] + [Outcome(c.name, "skip") for c in step.checks]
 
 
 def run_checks(
