@@ -4,10 +4,10 @@ Decoding one token is memory-bound: each weight is read once and used for one
 multiply-add, so the time is the weights' bytes over the memory bandwidth.
 These kernels read every weight row exactly once and spread the rows over
 the cores; for one token each core reads eight parts of its rows side by
-side, eight streams from memory instead of one. bfloat16 weights cost half the bytes: on a CPU with
-AVX512_BF16 they are multiplied as they are, by its bfloat16 dot products,
-which also run a prompt's many rows in register tiles; elsewhere they are
-widened to float32 in registers.
+side, eight streams from memory instead of one. bfloat16 weights cost half
+the bytes: on a CPU with AVX512_BF16 they are multiplied as they are, by its
+bfloat16 dot products, which also run a prompt's many rows in register
+tiles; elsewhere they are widened to float32 in registers.
 """
 
 from std.atomic import Atomic
