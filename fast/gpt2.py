@@ -402,13 +402,13 @@ class FastGenerator:
             Tensor(storage=Buffer.zeros(cache_shape, cache_dtype, self.device)) for _ in range(2)
         )
 
-    def _ids(self, ids: np.ndarray) -> Tensor:
-        # from_dlpack wraps the array's memory; Tensor(ids) would build and
-        # run a one-constant graph on every call, which can take longer than
-        # a layer's arithmetic (docs/src/performance.md, "What the kernels
-        # cannot fix").
-        tensor = Tensor.from_dlpack(ids)  # on the host
-        return tensor if self.on_host else tensor.to(self.device)
+    def _inputs(self, ids: np.ndarray, first: np.ndarray) -> tuple:
+        """A graph's arguments: the token ids on the device, the caches, `start` on the host.
+        from_dlpack wraps an array's memory; Tensor(ids) would build and run a one-constant
+        graph per call (docs/src/performance.md, "What the kernels cannot fix")."""
+        tokens = Tensor.from_dlpack(ids)
+        tokens = tokens if self.on_host else tokens.to(self.device)
+        return tokens, self.key_cache, self.value_cache, Tensor.from_dlpack(first)
 
     def logits(self, token_ids: Sequence[int], start: int = 0) -> np.ndarray:
         """Last-position logits [vocab] of `token_ids` placed at `start`."""
@@ -416,7 +416,7 @@ class FastGenerator:
         # The arrays must outlive the call: the tensors borrow their memory.
         ids = np.asarray([token_ids], dtype=np.int64)
         first = np.asarray([start], dtype=np.int64)
-        logits = step(self._ids(ids), self.key_cache, self.value_cache, Tensor.from_dlpack(first))
+        logits = step(*self._inputs(ids, first))
         # A copy: the array to_numpy() returns shares the output's memory,
         # which MAX may hand to a later call once `logits` is gone.
         return np.array((logits if self.on_host else logits.to(CPU())).to_numpy()[0])

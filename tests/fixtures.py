@@ -26,6 +26,18 @@ def write_tokenizer(directory: Path, vocab_size: int = 300) -> None:
     tokenizer.save(str(Path(directory) / "tokenizer.json"))
 
 
+def stand_in_device():
+    """The CPU as a device object other than the one CPU() returns: where a
+    test needs an accelerator's device that is not MAX's default one, on a
+    machine with only a CPU."""
+    from max.driver import CPU
+
+    class StandInCPU(CPU):
+        """The CPU, as an object of its own."""
+
+    return StandInCPU()
+
+
 def hf_model(seed: int = 0, initializer_range: float = 0.02, **config):
     """A randomly initialized Hugging Face GPT2LMHeadModel (torch), eval mode."""
     import torch

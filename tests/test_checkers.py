@@ -16,6 +16,7 @@ from common import max_runtime, steps
 from common.steps import REPO
 from tests.checker import Outcome, load_spec, run_step
 from tests.checker.learner_code import MAX_CAUSE_LINES
+from tests.fixtures import stand_in_device
 from tests.mistakes import Mutant, apply, mistakes
 
 STEPS = steps.numbers()
@@ -223,11 +224,7 @@ def test_checks_run_on_the_cpu_where_max_would_use_a_gpu(tmp_path: Path) -> None
     """Where MAX sees an accelerator it makes new tensors there by default;
     the checks run the learner's code on the CPU, where the references and
     tolerances hold. A CPU object of its own stands in for the GPU."""
-    from max.driver import CPU
     from max.experimental.tensor import default_device
-
-    class GivenCPU(CPU):
-        """The CPU, as an object other than the one CPU() returns."""
 
     record = tmp_path / "device.txt"
     path = tmp_path / "solution_03.py"
@@ -236,7 +233,7 @@ def test_checks_run_on_the_cpu_where_max_would_use_a_gpu(tmp_path: Path) -> None
         + "\nfrom max.experimental.tensor import defaults\n"
         + f"open({str(record)!r}, 'w').write(type(defaults()[1].devices[0]).__name__)\n"
     )
-    with default_device(GivenCPU()):
+    with default_device(stand_in_device()):
         assert not failures(run_step(load_spec(3), path))
     assert record.read_text() == "CPU"
 

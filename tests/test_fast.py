@@ -14,7 +14,7 @@ from fast import gpt2 as fast_gpt2
 from solutions.solution_14 import generate_tokens
 from solutions.solution_15 import load_pretrained
 from tests.checker.compare import close
-from tests.fixtures import hf_model, write_checkpoint
+from tests.fixtures import hf_model, stand_in_device, write_checkpoint
 
 max_runtime.prepare()
 PROMPT = [5, 17, 3, 88, 41, 2, 9, 250, 77, 1]
@@ -97,8 +97,7 @@ def test_a_batch_decodes_each_sequence_as_if_alone(checkpoint) -> None:
     def run(graph, ids: list[list[int]], start: int) -> np.ndarray:
         # The arrays must outlive the call: the tensors borrow their memory.
         ids_array, start_array = np.asarray(ids, dtype=np.int64), np.asarray([start])
-        inputs = pair._ids(ids_array), pair.key_cache, pair.value_cache, pair._ids(start_array)
-        return np.array(graph(*inputs).to_numpy())
+        return np.array(graph(*pair._inputs(ids_array, start_array)).to_numpy())
 
     run(pair.prefill, prompts, 0)
     batched = run(pair.decode, next_ids, len(prompts[0]))
@@ -179,12 +178,7 @@ def test_the_model_is_on_the_device_it_was_loaded_on(checkpoint) -> None:
     Module reports as CPU() until told otherwise: on a GPU the token ids
     stayed on the host while the weights were on the GPU. A CPU object of its
     own stands in for the accelerator here."""
-    from max.driver import CPU
-
-    class GivenCPU(CPU):
-        """The CPU, as an object other than the one CPU() returns."""
-
-    device = GivenCPU()
+    device = stand_in_device()
     assert fast_gpt2.load(checkpoint, device=device).device is device
 
 
@@ -202,10 +196,11 @@ def test_each_generator_has_caches_of_its_own(checkpoint, fast) -> None:
 # n_in = 37 leaves a scalar tail after two 16-wide chunks (and after one
 # 32-pair bfloat16 dot product); n_in = 80 a single chunk after two pairs.
 # n_out = 42: two weight rows after the last block of four, and for one row
-# of x two after the eight streams' five rows each. (All 42 fit in
-# one claim of the cores' shares; the model tests' larger matrices, the
-# head's 300 rows among them, are cut into several.) Rows 1-9 cover the four-row blocks and every remainder;
-# 8 and more rows the bfloat16 kernel's tiles, 13 and 33 with rows left over.
+# of x two after the eight streams' five rows each. (All 42 fit in one claim
+# of the cores' shares; the model tests' larger matrices, the head's 300 rows
+# among them, are cut into several.) Rows 1-9 cover the four-row blocks and
+# every remainder; 8 and more rows the bfloat16 kernel's tiles, 13 and 33
+# with rows left over.
 ROW_COUNTS = [*range(1, 10), 13, 16, 33]
 # (weights' dtype, kernel): the float32 path, bfloat16 through the CPU's
 # bfloat16 dot products where it has them (the kernel the model calls), and
