@@ -13,7 +13,7 @@ import pytest
 from common import max_runtime
 from common.steps import REPO
 from devtools import llama_peer
-from devtools.bench import chain
+from devtools.bench import chain, machine
 from devtools.bench.contenders import Contender
 from devtools.bench.machine import ceiling_fractions, is_busy
 from devtools.bench.measuring import results_from
@@ -95,6 +95,13 @@ def fake_data() -> dict:
     )
 
 
+def test_a_gpu_run_names_the_gpu_before_its_host(monkeypatch) -> None:
+    monkeypatch.setattr(machine, "gpu_name", lambda: "Some GPU")
+    host = machine.machine_line()
+    assert "Some GPU" not in host
+    assert machine.machine_line("gpu") == f"Some GPU on {host}"
+
+
 def test_results_hold_paired_ratio_summaries() -> None:
     data = fake_data()
     ratio = data["ratios"]["fast/transformers"]["32"]
@@ -133,6 +140,14 @@ def test_no_fraction_over_the_ceiling_is_printed() -> None:
     report = format_report(data)
     assert "No fractions of the ceiling are given" in report and "125%" in report
     assert "| ours, fast | 500 MB" not in report
+
+
+def test_a_gpu_run_gives_no_fraction_of_the_hosts_ceiling() -> None:
+    data = dict(fake_data(), device="gpu")
+    data["ceiling_fraction"] = ceiling_fractions(data["contenders"], 125_000_000, 8.0)
+    report = format_report(data)
+    assert "not the GPU" in report and "of the ceiling |" not in report
+    assert not over_ceiling(data)  # the host's probe says nothing of the GPU: no warning
 
 
 def test_each_device_and_dtype_has_files_of_its_own(tmp_path: Path) -> None:

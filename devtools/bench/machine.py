@@ -17,13 +17,25 @@ from pathlib import Path
 BUSY_FRACTION = 0.25
 
 
-def machine_line() -> str:
-    """The CPU, its cores, Python and the libraries' versions, on one line."""
+def machine_line(device: str = "cpu") -> str:
+    """The CPU, its cores, Python and the libraries' versions, on one line; the
+    GPU first when the figures are the GPU's."""
     versions = ", ".join(
         f"{name} {importlib.metadata.version(name)}"
         for name in ("max", "torch", "transformers", "numpy")
     )
-    return f"{cpu_name()}, {os.cpu_count()} cores, Python {platform.python_version()}, {versions}"
+    host = f"{cpu_name()}, {os.cpu_count()} cores, Python {platform.python_version()}, {versions}"
+    return f"{gpu_name()} on {host}" if device == "gpu" else host
+
+
+def gpu_name() -> str:
+    """The first GPU's name as PyTorch reads it (the benchmark's peer runs there)."""
+    try:
+        import torch
+
+        return torch.cuda.get_device_name(0)
+    except (ImportError, RuntimeError, AssertionError):
+        return "a GPU"
 
 
 def cpu_name() -> str:

@@ -209,7 +209,7 @@ def measure_all(args, config, contenders, prompt, long_prompt, lengths, probe, w
     from fast import gpt2 as fast_gpt2
 
     device = args.device or fast_gpt2.default_device_name()
-    print(f"Machine: {machine_line()}; device {device}, dtype {args.dtype}", flush=True)
+    print(f"Machine: {machine_line(device)}; device {device}, dtype {args.dtype}", flush=True)
     baselines = [c.key for c in contenders if not c.key.startswith(OURS)]
     prefill_length = len(long_prompt)
     for c in contenders:
@@ -234,7 +234,7 @@ def measure_all(args, config, contenders, prompt, long_prompt, lengths, probe, w
     ceiling = bandwidth["max"]
     bytes_per_weight = 2 if args.dtype == "bfloat16" else 4
     return dict(
-        machine=machine_line(),
+        machine=machine_line(device),
         device=device,
         dtype=args.dtype,
         config=config,

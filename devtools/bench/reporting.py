@@ -84,6 +84,14 @@ def format_ceiling(data: dict) -> list[str]:
     """The memory-bandwidth ceiling and each contender's fraction of it; no
     fraction at all when one is over 100% (then the ceiling is wrong)."""
     bandwidth = data["bandwidth_gb_s"]
+    if data["device"] != "cpu":  # the probe reads the host's memory, not the GPU's
+        return [
+            "",
+            f"The host's memory read {format_spread(bandwidth, ' GB/s', 1)} bounds the CPU, "
+            "not the GPU: the GPU's own bandwidth is not measured here, so no fraction of a "
+            "ceiling is given.",
+            "",
+        ]
     ceiling = data.get("ceiling_gb_s", bandwidth["max"])
     weights = data.get("weight_count")
     lines = [
@@ -116,7 +124,9 @@ def format_ceiling(data: dict) -> list[str]:
 
 
 def over_ceiling(data: dict) -> list[str]:
-    """The contenders whose fraction of the ceiling is over 100%."""
+    """The contenders whose fraction of the (host's) ceiling is over 100%."""
+    if data["device"] != "cpu":
+        return []
     return [key for key, f in (data.get("ceiling_fraction") or {}).items() if f > 1.0]
 
 
@@ -227,9 +237,10 @@ def plot(data: dict, path: Path) -> None:
             [s["max"] - m for m, s in zip(medians, stats, strict=True)],
         ]
         axes.errorbar(lengths, medians, yerr=errors, marker="o", capsize=3, label=contender["name"])
-    axes.axhline(
-        data["roofline_tokens_per_s"], color="grey", linestyle="--", label="bandwidth ceiling"
-    )
+    if data["device"] == "cpu":  # the probe's ceiling is the host's
+        axes.axhline(
+            data["roofline_tokens_per_s"], color="grey", linestyle="--", label="bandwidth ceiling"
+        )
     axes.set_xscale("log", base=2)
     axes.set_xlabel("generated tokens")
     axes.set_ylabel("tokens / s (median, min-max)")
