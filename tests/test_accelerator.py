@@ -24,6 +24,15 @@ pytestmark = pytest.mark.skipif(
 )
 max_runtime.prepare()
 PROMPT = [5, 17, 3, 88, 41, 2, 9, 250, 77, 1]
+# MAX's float32 kernels on a GPU round differently from the CPU's (its matmuls
+# may use TF32 tensor cores, 10 mantissa bits): on an H100 the last logits
+# differed from transformers' by 0.0037 at most, on logits of a few units, over
+# the CPU's 1e-4 of the largest.
+GPU_RTOL = 5e-3
+
+
+def gpu_close(actual: np.ndarray, expected: np.ndarray) -> bool:
+    return close(actual, expected, rtol=GPU_RTOL)
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +67,7 @@ def eager_logits(model, ids: list[int], device) -> np.ndarray:
 def test_logits_match_transformers_on_the_gpu(checkpoint, fast) -> None:
     hf, _ = checkpoint
     ours, theirs = fast.logits(PROMPT), hf_logits(hf, PROMPT)[-1]
-    assert close(ours, theirs), np.abs(ours - theirs).max()
+    assert gpu_close(ours, theirs), np.abs(ours - theirs).max()
 
 
 def test_greedy_tokens_match_transformers_on_the_gpu(checkpoint, fast) -> None:
@@ -74,13 +83,13 @@ def test_kv_cache_matches_full_recompute_on_the_gpu(checkpoint, fast) -> None:
     for position in range(6, len(PROMPT)):
         ours = fast.logits([PROMPT[position]], start=position)
         theirs = hf_logits(hf, PROMPT[: position + 1])[-1]
-        assert close(ours, theirs), (position, np.abs(ours - theirs).max())
+        assert gpu_close(ours, theirs), (position, np.abs(ours - theirs).max())
 
 
 def test_compiled_matches_eager_on_the_gpu(checkpoint, fast, gpu) -> None:
     _, directory = checkpoint
     eager = load_pretrained(directory).to(gpu)
-    assert close(fast.logits(PROMPT), eager_logits(eager, PROMPT, gpu)[-1])
+    assert gpu_close(fast.logits(PROMPT), eager_logits(eager, PROMPT, gpu)[-1])
 
 
 def test_bfloat16_on_the_gpu_is_close_to_float32(checkpoint, fast, gpu) -> None:

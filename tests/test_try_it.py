@@ -39,6 +39,28 @@ def test_experiment_runs_and_prints(script: Path) -> None:
     assert len(result.stdout.strip().splitlines()) >= 3, result.stdout
 
 
+def test_experiments_run_on_the_cpu_where_max_would_use_a_gpu() -> None:
+    """Importing the package makes the CPU MAX's default device (on a GPU
+    machine MAX would make new tensors there, beside the experiments' CPU ones)."""
+    probe = (
+        "import steps.try_it\n"
+        "from max.experimental.tensor import defaults\n"
+        "from max.experimental.sharding.mesh import get_default_mesh\n"
+        "print(get_default_mesh() is not None, defaults()[1].devices[0])"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=REPO,
+        env=max_runtime.child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    pinned, device = result.stdout.split(maxsplit=1)
+    assert pinned == "True" and "type=cpu" in device, result.stdout
+
+
 @pytest.mark.parametrize("script", EXPERIMENTS, ids=lambda path: path.stem)
 def test_experiment_is_in_its_page(script: Path) -> None:
     page = steps.step(int(script.stem.split("_")[1])).page.read_text(encoding="utf-8")

@@ -8,3 +8,14 @@ a cell of prose), so Jupyter Lab with jupytext opens each file as a notebook:
 (or `pixi run -e notebook notebook`). figures.py draws their plots;
 checkpoints.py finds a GPT-2 checkpoint for the ones that want trained weights.
 """
+
+from max.driver import CPU
+from max.experimental.tensor import default_device
+
+# The experiments run on the CPU, like the checks, also where MAX would make
+# every new tensor on a GPU: the numbers they print are the CPU's, and a tensor
+# made without a device then meets the ones made with `device=CPU()`. Entered
+# once, when the package is imported, and never left (a notebook keeps it from
+# cell to cell); held by a name, since collecting it would leave it.
+ON_THE_CPU = default_device(CPU())
+ON_THE_CPU.__enter__()
