@@ -13,7 +13,7 @@ import pytest
 from common import max_runtime
 from common.steps import REPO
 from devtools import llama_peer
-from devtools.bench import chain, machine
+from devtools.bench import chain, machine, profile
 from devtools.bench.contenders import Contender
 from devtools.bench.machine import ceiling_fractions, is_busy
 from devtools.bench.measuring import results_from
@@ -100,6 +100,26 @@ def test_a_gpu_run_names_the_gpu_before_its_host(monkeypatch) -> None:
     host = machine.machine_line()
     assert "Some GPU" not in host
     assert machine.machine_line("gpu") == f"Some GPU on {host}"
+
+
+def test_a_profiled_ways_figure_is_the_median_of_its_burst(monkeypatch) -> None:
+    """Each round: a pause, the warm-up calls untimed, then the median of a
+    burst, so one slow call (another library's threads still spinning) does
+    not become the round's figure."""
+    calls = {"a": 0, "b": 0}
+    timed = iter([9.0] + [0.001] * (profile.BURST - 1) + [0.002] * profile.BURST)
+
+    def call(key: str):
+        return lambda: calls.__setitem__(key, calls[key] + 1)
+
+    monkeypatch.setattr(profile.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(profile, "seconds_for", lambda fn: (fn(), next(timed))[1])
+    result = profile.interleaved_milliseconds({"a": call("a"), "b": call("b")}, repeats=1)
+    assert calls == {
+        "a": profile.WARM_CALLS + profile.BURST,
+        "b": profile.WARM_CALLS + profile.BURST,
+    }
+    assert sorted(stats["median"] for stats in result.values()) == [1.0, 2.0]
 
 
 def test_results_hold_paired_ratio_summaries() -> None:

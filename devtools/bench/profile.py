@@ -5,6 +5,9 @@ the rows of a batch grow (bench --profile)."""
 
 from __future__ import annotations
 
+import statistics
+import time
+
 from devtools.bench.machine import seconds_for
 from devtools.bench.stats import round_orders, summary
 
@@ -114,15 +117,28 @@ def random_operands(n_out: int, n_in: int, dtype_name: str, rows: int, seed: int
     return x, weight, torch.zeros(n_out)
 
 
+# Before each way's turn, the threads of the way before it go quiet: PyTorch's
+# OpenMP workers spin for milliseconds after a call, and on two cores they took
+# them from the next call (our kernel's 20 calls after one PyTorch call: 5x
+# slower; after 50 calls, unchanged). Then a few calls wake the way's own
+# threads, and its round's figure is the median of a burst of calls.
+PAUSE_S = 0.02
+WARM_CALLS = 3
+BURST = 10
+
+
 def interleaved_milliseconds(ways: dict, repeats: int) -> dict:
-    """Each call of `ways` timed `repeats` times, in rotating order after a
-    warm-up: {name: summary of milliseconds}."""
+    """Each call of `ways` timed in `repeats` rounds of rotating order, a
+    round's figure the median of a burst of calls after a pause and a few
+    untimed ones: {name: summary of milliseconds per call}."""
     samples = {key: [] for key in ways}
-    for call in ways.values():  # warm-up
-        call()
     for order in round_orders(list(ways), repeats):
         for key in order:
-            samples[key].append(seconds_for(ways[key]) * 1000)
+            time.sleep(PAUSE_S)
+            for _ in range(WARM_CALLS):
+                ways[key]()
+            burst = [seconds_for(ways[key]) * 1000 for _ in range(BURST)]
+            samples[key].append(statistics.median(burst))
     return {key: summary(values) for key, values in samples.items()}
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from devtools.bench.profile import BURST, WARM_CALLS
 from devtools.bench.stats import format_spread
 
 
@@ -168,6 +169,12 @@ ROWS_COLUMNS = {
 }
 
 
+ROUNDS = (
+    f"interleaved rounds, a round's figure the median of {BURST} calls after a pause and "
+    f"{WARM_CALLS} untimed calls"
+)
+
+
 def format_projection(projection: dict | None) -> list[str]:
     """The head's projection timed alone (bench --profile), as table lines."""
     if not projection:
@@ -177,7 +184,7 @@ def format_projection(projection: dict | None) -> list[str]:
         "",
         f"The head's projection alone: one row times the {n_out} x {n_in} "
         f"{projection['dtype']} table ({projection['table_bytes'] / 1e6:.0f} MB), "
-        "interleaved rounds:",
+        f"{ROUNDS}:",
         "",
         "| implementation | ms per call (min-max) | GB/s read |",
         "|---|---|---|",
@@ -204,7 +211,7 @@ def format_rows(rows: dict | None) -> list[str]:
         "",
         f"One projection ({n_out} x {n_in}, {rows['dtype']} weights) for a batch of rows, "
         "from a server's batch of decoded tokens to a prompt; milliseconds per call, "
-        "interleaved:",
+        f"{ROUNDS}:",
         "",
         "| rows | "
         + " | ".join(heads + [f"our kernel's speed-up over {ROWS_COLUMNS[p]}" for p in peers])
