@@ -43,11 +43,11 @@ from pathlib import Path
 from common import max_runtime, steps
 from common.cli import ArgumentParser, exit_status
 from common.steps import REPO
-from devtools.bench.machine import cpu_name
+from devtools.bench.machine import cores_line, cpu_name
 
 
 def machine() -> str:
-    return f"{cpu_name()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    return f"{cpu_name()}, {cores_line()}, Python {platform.python_version()}"
 
 
 def first_checks(numbers: list[int], reading: float) -> list[tuple[int, float, bool, Counter]]:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from common.cli import ArgumentParser, Failure, UsageError, exit_status
+from devtools.bench.machine import usable_cpus
 
 TYPES = ("f32", "bf16", "q8_0")
 INSTALL = 'pip install -e ".[peers]"'
@@ -178,7 +178,7 @@ class LlamaGenerator:
         import llama_cpp
         from llama_cpp import Llama
 
-        threads = threads or os.cpu_count() or 1
+        threads = threads or usable_cpus()
         self.llm = Llama(
             model_path=str(path),
             n_ctx=context,

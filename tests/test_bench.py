@@ -122,6 +122,15 @@ def test_a_profiled_ways_figure_is_the_median_of_its_burst(monkeypatch) -> None:
     assert sorted(stats["median"] for stats in result.values()) == [1.0, 2.0]
 
 
+def test_a_cpu_mask_gives_the_contenders_its_cores_and_the_report_says_so(monkeypatch) -> None:
+    monkeypatch.setattr(machine.os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(machine.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert machine.usable_cpus() == 2
+    assert "2 of 16 cores (a CPU mask)" in machine.machine_line()
+    monkeypatch.setattr(machine.os, "sched_getaffinity", lambda pid: set(range(16)))
+    assert ", 16 cores," in machine.machine_line()
+
+
 def test_results_hold_paired_ratio_summaries() -> None:
     data = fake_data()
     ratio = data["ratios"]["fast/transformers"]["32"]

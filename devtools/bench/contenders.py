@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -15,6 +14,7 @@ from pathlib import Path
 
 from common import max_runtime
 from common.cli import Failure
+from devtools.bench.machine import usable_cpus
 
 BASELINE = "transformers"
 OURS = ("fast", "step")  # keys of our contenders; every other one is a peer
@@ -60,7 +60,7 @@ def torch_contenders(directory: Path, dtype: str, device: str | None) -> list[Co
     import torch
     from transformers import GPT2LMHeadModel
 
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(usable_cpus())
     device = device or ("gpu" if torch.cuda.is_available() else "cpu")
     model = GPT2LMHeadModel.from_pretrained(directory).eval()
     contenders = [

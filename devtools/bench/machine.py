@@ -24,8 +24,23 @@ def machine_line(device: str = "cpu") -> str:
         f"{name} {importlib.metadata.version(name)}"
         for name in ("max", "torch", "transformers", "numpy")
     )
-    host = f"{cpu_name()}, {os.cpu_count()} cores, Python {platform.python_version()}, {versions}"
+    host = f"{cpu_name()}, {cores_line()}, Python {platform.python_version()}, {versions}"
     return f"{gpu_name()} on {host}" if device == "gpu" else host
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on: fewer than os.cpu_count() under a CPU
+    mask (taskset, a container's cpuset). Every contender gets this many
+    threads, so none is told of cores it cannot use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # no sched_getaffinity (macOS)
+        return os.cpu_count() or 1
+
+
+def cores_line() -> str:
+    usable, present = usable_cpus(), os.cpu_count() or 1
+    return f"{usable} cores" if usable == present else f"{usable} of {present} cores (a CPU mask)"
 
 
 def gpu_name() -> str:
@@ -85,7 +100,7 @@ class LoadMonitor:
         self.started = time.perf_counter()
 
     def finish(self) -> dict:
-        cores = os.cpu_count() or 1
+        cores = usable_cpus()
         elapsed = time.perf_counter() - self.started
         other = None
         now = cpu_times(self.pids)

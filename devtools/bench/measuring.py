@@ -22,6 +22,7 @@ from devtools.bench.machine import (
     machine_line,
     read_bandwidth,
     seconds_for,
+    usable_cpus,
     wait_until_idle,
 )
 from devtools.bench.profile import decode_graph_ops, projection_profile, rows_profile
@@ -147,7 +148,7 @@ def run(args: argparse.Namespace) -> dict:
 
     from tests.fixtures import hf_model
 
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(usable_cpus())
     lengths = tuple(args.lengths)
     config = dict(GPT2_124M, **(args.config or {}))
     rng = np.random.default_rng(0)
@@ -163,7 +164,7 @@ def run(args: argparse.Namespace) -> dict:
     weight_count = sum(
         int(np.prod(p.shape)) for name, p in hf.named_parameters() if name != "lm_head.weight"
     )
-    print(f"Load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores", flush=True)
+    print(f"Load average before: {os.getloadavg()[0]:.2f} on {usable_cpus()} cores", flush=True)
     probe = functools.partial(
         read_bandwidth, sizes_mb=args.bandwidth_sizes, best_of=args.bandwidth_repeats
     )

@@ -16,12 +16,12 @@ latencies.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 from common.cli import progress
 from devtools import llama_peer
+from devtools.bench.machine import usable_cpus
 from devtools.serve_bench.load import PROMPTS, completion_body, run_level, token_arrivals
 from tools.serve import SERVED_NAME, free_port, start, stop, wait_ready
 
@@ -62,7 +62,7 @@ def measure(
     # makes every request generate max_tokens, as ignore_eos does for MAX.
     extra = {"min_tokens": max_tokens}
     with open(scratch / "llama-server.log", "w") as log:
-        server = start(server_command(gguf, port, os.cpu_count() or 1), log)
+        server = start(server_command(gguf, port, usable_cpus()), log)
         try:
             wait_ready(server, base_url, 300, path="/v1/models", name="llama.cpp's server")
             token_arrivals(base_url, completion_body(SERVED_NAME, PROMPTS[0], 4))  # warm-up

@@ -13,10 +13,10 @@
 from __future__ import annotations
 
 import math
-import os
 import time
 from pathlib import Path
 
+from devtools.bench.machine import usable_cpus
 from devtools.serve_bench.load import PROMPTS, summarize
 
 
@@ -75,7 +75,7 @@ def transformers_levels(
 
     from tools.generate import Tokenizer
 
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(usable_cpus())
     model = GPT2LMHeadModel.from_pretrained(directory).eval()
     encoded = [Tokenizer(directory).encode(prompt) for prompt in PROMPTS]
     results = []
