@@ -98,13 +98,22 @@ def hf_llama(seed: int = 0, **config):
 def run_tool(module: str, *args: str, timeout: float, **env: str):
     """`python -m module args` from the repository, as a learner runs it:
     MAX-safe environment (with `env` added), output captured as text."""
+    return run_python(["-m", module, *args], timeout=timeout, **env)
+
+
+def run_code(code: str, *, timeout: float, **env: str):
+    """`python -c code` from the repository, as run_tool runs a module."""
+    return run_python(["-c", code], timeout=timeout, **env)
+
+
+def run_python(arguments: list[str], *, timeout: float, **env: str):
     import subprocess
     import sys
 
     from common import max_runtime
 
     return subprocess.run(
-        [sys.executable, "-m", module, *args],
+        [sys.executable, *arguments],
         cwd=Path(__file__).resolve().parents[1],
         env=max_runtime.child_env(**env),
         capture_output=True,

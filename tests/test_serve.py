@@ -217,14 +217,17 @@ def test_greedy_completion_is_generate_and_transformers(server, client, checkpoi
     _, directory = checkpoint
     served = complete(client, PROMPT, 8)
     assert served == transformers_greedy(checkpoint, PROMPT, 8).rstrip("\ufffd")
-    generated = subprocess.run(
+    generated = run_tool(
         # --eager: the reference model of steps 13-14, no multi-minute compile.
-        [sys.executable, "-m", "tools.generate", "--weights", str(directory), "--eager"]
-        + ["--prompt", PROMPT, "--max-new-tokens", "8", "--greedy"],
-        cwd=REPO,
-        env=max_runtime.child_env(),
-        capture_output=True,
-        text=True,
+        "tools.generate",
+        "--weights",
+        str(directory),
+        "--eager",
+        "--prompt",
+        PROMPT,
+        "--max-new-tokens",
+        "8",
+        "--greedy",
         timeout=900,
     )
     assert generated.returncode == 0, generated.stderr

@@ -6,14 +6,13 @@ offline, on a tiny local checkpoint where it wants trained weights."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from common import max_runtime, steps
 from common.steps import REPO
+from tests.fixtures import run_code, run_tool
 
 EXPERIMENTS = [script for record in steps.STEPS for script in record.try_it]
 KERNEL = "try-it"  # the kernel the notebooks run in: this interpreter's ipykernel
@@ -26,14 +25,7 @@ def test_there_are_experiments() -> None:
 
 @pytest.mark.parametrize("script", EXPERIMENTS, ids=lambda path: path.stem)
 def test_experiment_runs_and_prints(script: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", f"steps.try_it.{script.stem}"],
-        cwd=REPO,
-        env=max_runtime.child_env(NO_COLOR="1"),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    result = run_tool(f"steps.try_it.{script.stem}", timeout=600, NO_COLOR="1")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     assert len(result.stdout.strip().splitlines()) >= 3, result.stdout
@@ -48,14 +40,7 @@ def test_experiments_run_on_the_cpu_where_max_would_use_a_gpu() -> None:
         "from max.experimental.sharding.mesh import get_default_mesh\n"
         "print(get_default_mesh() is not None, defaults()[1].devices[0])"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=REPO,
-        env=max_runtime.child_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_code(probe, timeout=120)
     assert result.returncode == 0, result.stderr
     pinned, device = result.stdout.split(maxsplit=1)
     assert pinned == "True" and "type=cpu" in device, result.stdout

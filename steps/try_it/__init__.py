@@ -9,8 +9,12 @@ a cell of prose), so Jupyter Lab with jupytext opens each file as a notebook:
 checkpoints.py finds a GPT-2 checkpoint for the ones that want trained weights.
 """
 
-from max.driver import CPU
-from max.experimental.tensor import default_device
+from common import max_runtime
+
+max_runtime.prepare()  # before MAX runs, as every entry point does
+
+from max.driver import CPU  # noqa: E402
+from max.experimental.tensor import default_device  # noqa: E402
 
 # The experiments run on the CPU, like the checks, also where MAX would make
 # every new tensor on a GPU: the numbers they print are the CPU's, and a tensor
