@@ -171,12 +171,15 @@ def test_no_fraction_over_the_ceiling_is_printed() -> None:
     assert "| ours, fast | 500 MB" not in report
 
 
-def test_a_gpu_run_gives_no_fraction_of_the_hosts_ceiling() -> None:
+def test_a_gpu_run_gives_no_fraction_of_the_hosts_ceiling(tmp_path: Path) -> None:
     data = dict(fake_data(), device="gpu")
     data["ceiling_fraction"] = ceiling_fractions(data["contenders"], 125_000_000, 8.0)
     report = format_report(data)
     assert "not the GPU" in report and "of the ceiling |" not in report
     assert not over_ceiling(data)  # the host's probe says nothing of the GPU: no warning
+    render(data, tmp_path)  # the plot without the host's ceiling
+    assert (tmp_path / "results_gpu_float32.md").read_text() == report
+    assert (tmp_path / "tokens_per_second_gpu_float32.png").stat().st_size > 0
 
 
 def test_each_device_and_dtype_has_files_of_its_own(tmp_path: Path) -> None:
