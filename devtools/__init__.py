@@ -7,6 +7,7 @@
 - `mutate`: automatic mutation testing of the checkers.
 - `book_outputs`: the checker's real output, written into the book.
 - `figures`: the book's SVG figures, from the NumPy reference.
+- `emulate_avx2`: the kernels' tests on an emulated CPU without AVX-512 (QEMU).
 
 They may import every other room; nothing imports them but their tests.
 """

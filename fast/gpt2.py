@@ -173,7 +173,7 @@ class FastGPT2(MaxGPT2LMHeadModel):
         batch, seq_length, n_in = x.shape
         n_out = layer.weight.shape[0]
         bias = _f32_bias(layer, x.device)
-        tiles = layer.weight.dtype == DType.bfloat16 and self.bf16_dot and cpu_has_bf16_dot()
+        tiles = layer.weight.dtype == DType.bfloat16 and self.bf16_dot and kernels_built_for()[0]
         if seq_length != 1 and not tiles:
             return x @ _f32(layer.weight).T + bias
         rows = linear_rows(layer, x.reshape([-1, n_in]), bias, widening=not self.bf16_dot)
@@ -233,19 +233,19 @@ def _layer_norm(norm, x: Tensor) -> Tensor:
 
 
 @functools.cache
-def cpu_has_bf16_dot() -> bool:
-    """Whether our kernels, as MAX builds them for this CPU, multiply bfloat16
-    weights with the CPU's bfloat16 dot products (AVX512_BF16). Asked of the
-    kernels themselves (a one-op graph, once per process): whether the
-    compiler enables the instructions can differ from what the CPU lists."""
+def kernels_built_for() -> tuple[bool, int]:
+    """(bfloat16 dot products, float32 lanes a vector) of our kernels as MAX
+    builds them for this CPU: AVX512_BF16's dot products or not, 16 lanes
+    with AVX-512, 8 with AVX2. Asked of the kernels (a one-op graph, once per
+    process): what the compiler enables can differ from what the CPU lists."""
     from max.engine import InferenceSession
     from max.graph import DeviceRef, ops
 
-    with Graph("bf16_dot_available", input_types=[], custom_extensions=[KERNELS]) as graph:
-        flag_type = TensorType(DType.int32, [1], device=DeviceRef.CPU())
-        graph.output(ops.custom("gpt2_bf16_dot_available", DeviceRef.CPU(), [], [flag_type])[0])
-    (flag,) = InferenceSession(devices=[CPU()]).load(graph).execute()
-    return bool(flag.to_numpy()[0])
+    with Graph("built_for", input_types=[], custom_extensions=[KERNELS]) as graph:
+        facts_type = TensorType(DType.int32, [2], device=DeviceRef.CPU())
+        graph.output(ops.custom("gpt2_built_for", DeviceRef.CPU(), [], [facts_type])[0])
+    (facts,) = InferenceSession(devices=[CPU()]).load(graph).execute()
+    return bool(facts.to_numpy()[0]), int(facts.to_numpy()[1])
 
 
 def _bias(layer: Linear, device) -> Tensor:

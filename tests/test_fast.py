@@ -192,6 +192,29 @@ def test_each_generator_has_caches_of_its_own(checkpoint, fast) -> None:
     assert len(addresses) == len(caches), "two caches share one buffer"
 
 
+def cpu_flags() -> set[str]:
+    """The first CPU's flags in /proc/cpuinfo (empty where there is none)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return set()
+    return next(
+        (set(line.split(":", 1)[1].split()) for line in lines if line.startswith("flags")), set()
+    )
+
+
+def test_the_kernels_take_their_vector_width_from_the_cpu() -> None:
+    """WIDTH is the target's float32 lanes, not a constant: 16 with AVX-512,
+    8 with AVX2 (devtools.emulate_avx2 runs the kernels' tests on an emulated
+    one). The bfloat16 dot products are built only where the CPU has them."""
+    flags = cpu_flags()
+    if "avx2" not in flags:
+        pytest.skip("not an x86-64 CPU with AVX2: no width to expect")
+    bf16_dot, width = fast_gpt2.kernels_built_for()
+    assert width == (16 if "avx512f" in flags else 8)
+    assert not bf16_dot or "avx512_bf16" in flags
+
+
 # --- the row kernel on its own -------------------------------------------------
 # n_in = 37 leaves a scalar tail after two 16-wide chunks (and after one
 # 32-pair bfloat16 dot product); n_in = 80 a single chunk after two pairs.
@@ -252,7 +275,9 @@ def check_row_kernel(graph, n_in: int, dtype_name: str, kernel: str) -> None:
     else:
         weight_buffer = Buffer.from_numpy(weight)
     dot_products = (
-        dtype_name == "bfloat16" and kernel == "gpt2_linear_rows" and fast_gpt2.cpu_has_bf16_dot()
+        dtype_name == "bfloat16"
+        and kernel == "gpt2_linear_rows"
+        and fast_gpt2.kernels_built_for()[0]
     )
     for rows in ROW_COUNTS:
         x = rng.standard_normal((rows, n_in)).astype(np.float32)

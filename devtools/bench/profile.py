@@ -60,10 +60,10 @@ def kernel_ops(dtype_name: str) -> dict[str, str]:
     one the model calls and, for bfloat16 on a CPU with bfloat16 dot
     products (which the model's kernel uses), the widening path a CPU
     without them takes."""
-    from fast.gpt2 import cpu_has_bf16_dot
+    from fast.gpt2 import kernels_built_for
 
     ops = {"our_kernel": "gpt2_linear_rows"}
-    if dtype_name == "bfloat16" and cpu_has_bf16_dot():
+    if dtype_name == "bfloat16" and kernels_built_for()[0]:
         ops["our_kernel_widening"] = "gpt2_linear_rows_widening"
     return ops
 

@@ -269,15 +269,17 @@ struct LinearRowsNarrow:
         linear_rows_widening[width=8](output, x, weight, bias)
 
 
-@extensibility.register("gpt2_bf16_dot_available")
-struct Bf16DotAvailable:
-    """[1] if these kernels were built with AVX512_BF16's dot products, else
-    [0]: whether gpt2_linear_rows multiplies bfloat16 weights as they are,
-    as the compiler that built it, not /proc/cpuinfo, decides."""
+@extensibility.register("gpt2_built_for")
+struct BuiltFor:
+    """[1 if these kernels were built with AVX512_BF16's dot products else 0,
+    WIDTH]: whether gpt2_linear_rows multiplies bfloat16 weights as they are,
+    and how many float32 lanes a vector holds, as the compiler that built
+    them, not /proc/cpuinfo, decides."""
 
     @staticmethod
     def execute[target: StaticString](output: OutputTensor[dtype = DType.int32, rank=1, ...]):
         output.unsafe_ptr()[0] = 1 if HAS_BF16_DOT else 0
+        output.unsafe_ptr()[1] = Int32(WIDTH)
 
 
 def contiguous_weight(weight: InputTensor[rank=2, ...]) raises:
