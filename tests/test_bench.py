@@ -256,8 +256,9 @@ def test_mla_bench_reports_every_contender_and_length() -> None:
 
 
 def test_the_projection_chain_reports_its_speed_against_the_probe(tmp_path: Path) -> None:
-    """devtools.bench.chain on one block, both dtypes and both ways, two
-    rounds: a table with the probe's GB/s and each chain's GB/s and share of it."""
+    """devtools.bench.chain on one block, both dtypes and every way, two
+    rounds: a table with the probe's GB/s and each chain's GB/s, its share of
+    the probe and, but for the one call itself, of the one call."""
     out = tmp_path / "chain.md"
     result = run_tool(
         "devtools.bench.chain",
@@ -278,3 +279,5 @@ def test_the_projection_chain_reports_its_speed_against_the_probe(tmp_path: Path
         assert float(cells[1].split()[0]) > 0, row
         if reading != "the probe: a sum over 64 MiB":
             assert cells[2].split()[0].endswith("%"), row
+            one_call = reading.endswith(chain.WAYS["one_call"])
+            assert cells[3] == "-" if one_call else cells[3].split()[0].endswith("%"), row

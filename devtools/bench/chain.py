@@ -4,20 +4,24 @@ their weights, against how fast this machine reads memory, in one run.
 A decoded token reads every weight of GPT-2's 12 blocks once (c_attn, c_proj,
 c_fc and the MLP's c_proj: 85 M weights, 170 MB in bfloat16, 340 MB in
 float32, far more than the caches hold). This times the blocks' weights read
-two ways, in one graph each, interleaved with the benchmark's bandwidth probe
-(a sum over 1 GiB on every core):
+three ways, in one graph each, interleaved with the benchmark's bandwidth
+probe (a sum over 1 GiB on every core):
 
 - **a call per projection**: the four products of each block as four calls
   of our row kernel (`gpt2_linear_rows`), each output the next one's input;
   the cores go back to MAX's executor after every call;
 - **a call per block**: each block as one call of `gpt2_decode_block`, its
   layer norms, attention and residual adds included, the cores sharing
-  every step without handing back.
+  every step without handing back;
+- **one call**: as many bytes in one matrix, one call of the row kernel:
+  long streams, no step to start or end between them, what the kernel's
+  reads reach on this machine in that round.
 
-It prints the bytes per second of each and their ratio to the probe of the
-same round: the fraction of the machine's read bandwidth the weights' stream
-reaches once the calls follow one another, which is what a decoded token
-can reach at best.
+It prints the bytes per second of each, their ratio to the probe of the same
+round (the fraction of the machine's read bandwidth the weights' stream
+reaches once the calls follow one another, which is what a decoded token can
+reach at best) and to the one call of the same round (what the steps and
+calls between the reads cost).
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ BLOCK = (
 WAYS = {
     "projections": "a call per projection (`gpt2_linear_rows`)",
     "blocks": "a call per block (`gpt2_decode_block`)",
+    "one_call": "one call, one matrix of the same bytes (`gpt2_linear_rows`)",
 }
 OUT = REPO / "docs" / "src" / "bench" / "chain.md"
 
@@ -142,6 +147,19 @@ def chain_graph(blocks: int, dtype_name: str, way: str):
     return InferenceSession(devices=[CPU()]).load(graph)
 
 
+def one_call(weight_bytes: int, dtype_name: str) -> tuple:
+    """The row kernel's graph on one [rows, EMBED] matrix of `weight_bytes`
+    bytes and one row of x, its buffers and the torch tensors they borrow."""
+    from max.driver import Buffer
+
+    from devtools.bench.profile import one_op_graphs, random_operands
+
+    rows = weight_bytes // (EMBED * (2 if dtype_name == "bfloat16" else 4))
+    graph = one_op_graphs(rows, EMBED, dtype_name, 1, {"ours": "gpt2_linear_rows"})["ours"]
+    tensors = random_operands(rows, EMBED, dtype_name, 1)
+    return graph, [Buffer.from_dlpack(t) for t in tensors], tensors
+
+
 def measure(dtypes: list[str], blocks: int, rounds: int, calls: int, probe_mb: int = 1024) -> dict:
     """GB/s of each way and dtype (median of `calls` calls per round) and of
     the probe, interleaved round by round; the ratio paired by round."""
@@ -150,9 +168,13 @@ def measure(dtypes: list[str], blocks: int, rounds: int, calls: int, probe_mb: i
         buffers, tensors, weight_bytes = block_inputs(blocks, name)
         borrowed.append(tensors)  # the buffers share their memory: keep it alive
         for way in WAYS:
-            graph = chain_graph(blocks, name, way)
-            graph.execute(*buffers)  # warm-up
-            chains[name, way] = (graph, buffers, weight_bytes)
+            if way == "one_call":
+                graph, way_buffers, tensors = one_call(weight_bytes, name)
+                borrowed.append(tensors)
+            else:
+                graph, way_buffers = chain_graph(blocks, name, way), buffers
+            graph.execute(*way_buffers)  # warm-up
+            chains[name, way] = (graph, way_buffers, weight_bytes)
     probe, speeds = [], {key: [] for key in chains}
     for _ in range(rounds):
         probe.append(read_bandwidth((probe_mb,), best_of=1))
@@ -170,6 +192,9 @@ def measure(dtypes: list[str], blocks: int, rounds: int, calls: int, probe_mb: i
                 way=way,
                 gb_per_s=summary(values),
                 of_probe=summary([v / p for v, p in zip(values, probe, strict=True)]),
+                of_one_call=summary(
+                    [v / one for v, one in zip(values, speeds[name, "one_call"], strict=True)]
+                ),
             )
             for (name, way), values in speeds.items()
         ],
@@ -184,19 +209,22 @@ def format_table(data: dict) -> str:
         "(124M's shapes), one token, "
         "`python -m devtools.bench.chain`; medians over interleaved rounds (min-max):",
         "",
-        "| reading | GB/s | of the probe, round by round |",
-        "|---|---|---|",
+        "| reading | GB/s | of the probe, round by round | of one call, round by round |",
+        "|---|---|---|---|",
         f"| the probe: a sum over {data['probe_mb']} MiB on every core | "
-        f"{format_spread(data['probe'])} | - |",
+        f"{format_spread(data['probe'])} | - | - |",
     ]
     for chain in data["chains"]:
-        of_probe = {k: 100 * chain["of_probe"][k] for k in ("median", "min", "max")}
         lines.append(
             f"| {chain['dtype']} weights, {WAYS[chain['way']]} | "
-            f"{format_spread(chain['gb_per_s'])} | "
-            f"{format_spread(of_probe, unit='%', digits=0)} |"
+            f"{format_spread(chain['gb_per_s'])} | {percent(chain['of_probe'])} | "
+            f"{percent(chain['of_one_call']) if chain['way'] != 'one_call' else '-'} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def percent(ratios: dict) -> str:
+    return format_spread({k: 100 * ratios[k] for k in ("median", "min", "max")}, "%", 0)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
