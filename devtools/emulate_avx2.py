@@ -25,6 +25,11 @@ selects. Emulation is slow (10-30x): the default takes about 15 minutes.
 
     python -m devtools.emulate_avx2                          the row kernels
     python -m devtools.emulate_avx2 -k cached_decode         other tests of test_fast.py
+    python -m devtools.emulate_avx2 -k "(cached_decode and kernels) or bfloat16_logits"
+                                     the model against the tutorial's (about an hour)
+
+Only tests that stay in this Python are emulated (a process a test starts
+runs natively), and one that reads /proc/cpuinfo reads this machine's.
 
 Needs QEMU's user mode (Debian and Ubuntu: `apt-get install qemu-user`) on
 x86-64 Linux.
