@@ -153,8 +153,9 @@ def one_call(weight_bytes: int, dtype_name: str) -> tuple:
     from max.driver import Buffer
 
     from devtools.bench.profile import one_op_graphs, random_operands
+    from fast.gpt2 import DTYPES
 
-    rows = weight_bytes // (EMBED * (2 if dtype_name == "bfloat16" else 4))
+    rows = weight_bytes // (EMBED * DTYPES[dtype_name].size_in_bytes)
     graph = one_op_graphs(rows, EMBED, dtype_name, 1, {"ours": "gpt2_linear_rows"})["ours"]
     tensors = random_operands(rows, EMBED, dtype_name, 1)
     return graph, [Buffer.from_dlpack(t) for t in tensors], tensors

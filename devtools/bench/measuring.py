@@ -233,7 +233,7 @@ def measure_all(args, config, contenders, prompt, long_prompt, lengths, probe, w
     per_contender, ratios = results_from(contenders, raw, lengths, baselines)
     bandwidth = summary(raw["bandwidth"])
     ceiling = bandwidth["max"]
-    bytes_per_weight = 2 if args.dtype == "bfloat16" else 4
+    bytes_per_weight = fast_gpt2.DTYPES[args.dtype].size_in_bytes
     return dict(
         machine=machine_line(device),
         device=device,

@@ -159,7 +159,7 @@ def projection_profile(config: dict, dtype_name: str, repeats: int = 30) -> dict
     ways = {key: (lambda g=g: g.execute(*buffers)) for key, g in graphs.items()}
     ways["torch_linear"] = lambda: torch.nn.functional.linear(x_torch, weight)
     milliseconds = interleaved_milliseconds(ways, repeats)
-    table_bytes = n_out * n_in * (2 if dtype_name == "bfloat16" else 4)
+    table_bytes = weight.numel() * weight.element_size()
     return dict(
         shape=[n_out, n_in],
         dtype=dtype_name,
