@@ -87,10 +87,11 @@ def mojo_extension_packages() -> list[Path]:
 
     packages = set()
     for root in map(Path, max.__path__):
-        packages |= {source.parent for source in root.rglob("*.mojo")}
-        nested = [package for package in packages if package.parent != root]
+        found = {source.parent for source in root.rglob("*.mojo")}
+        nested = [package for package in found if package.parent != root]
         if nested:
             raise Failure(f"{nested[0]} is not a package of max itself: no copy can stand first")
+        packages |= found
     return sorted(packages)
 
 
@@ -135,7 +136,9 @@ def emulated_main(pytest_args: list[str]) -> int:
     from fast.gpt2 import kernels_built_for
 
     bf16_dot, width = kernels_built_for()
-    print(f"kernels built with bfloat16 dot products: {bf16_dot}, float32 lanes: {width}")
+    print(
+        f"kernels built with bfloat16 dot products: {bf16_dot}, float32 lanes: {width}", flush=True
+    )
     if (bf16_dot, width) != EXPECTED:
         print("error: the emulated CPU is not AVX2 without AVX-512", file=sys.stderr)
         return 1

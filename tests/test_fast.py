@@ -192,21 +192,12 @@ def test_each_generator_has_caches_of_its_own(checkpoint, fast) -> None:
     assert len(addresses) == len(caches), "two caches share one buffer"
 
 
-def cpu_flags() -> set[str]:
-    """The first CPU's flags in /proc/cpuinfo (empty where there is none)."""
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        return set()
-    return next(
-        (set(line.split(":", 1)[1].split()) for line in lines if line.startswith("flags")), set()
-    )
-
-
 def test_the_kernels_take_their_vector_width_from_the_cpu() -> None:
     """WIDTH is the target's float32 lanes, not a constant: 16 with AVX-512,
     8 with AVX2 (devtools.emulate_avx2 runs the kernels' tests on an emulated
     one). The bfloat16 dot products are built only where the CPU has them."""
+    from devtools.bench.machine import cpu_flags
+
     flags = cpu_flags()
     if "avx2" not in flags:
         pytest.skip("not an x86-64 CPU with AVX2: no width to expect")

@@ -53,14 +53,25 @@ def gpu_name() -> str:
         return "a GPU"
 
 
-def cpu_name() -> str:
+def cpuinfo_field(name: str) -> str | None:
+    """The first CPU's `name` line of /proc/cpuinfo, or None where there is none."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
+            if line.startswith(name):
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return f"{platform.machine()} {platform.processor() or platform.system()}"
+    return None
+
+
+def cpu_name() -> str:
+    name = cpuinfo_field("model name")
+    return name or f"{platform.machine()} {platform.processor() or platform.system()}"
+
+
+def cpu_flags() -> set[str]:
+    """The first CPU's flags (avx2, avx512f, ...); empty where /proc/cpuinfo has none."""
+    return set((cpuinfo_field("flags") or "").split())
 
 
 def cpu_times(pids: Sequence[int] = ()) -> tuple[float, float] | None:
