@@ -5,6 +5,7 @@ Keep this the one place for workarounds about the MAX runtime itself.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -63,6 +64,23 @@ def _no_compile_workers() -> None:
     make = getattr(executor, "_EXECUTORS", {}).get(os.environ["MAX_EAGER_EXECUTOR"])
     if make is not None:
         executor.set_default_executor(make())
+
+
+def on_the_cpu() -> contextlib.AbstractContextManager:
+    """A context in which new MAX tensors are made on the CPU, in float32.
+
+    Where MAX sees an accelerator it makes every tensor created without a
+    device there, and in bfloat16 (its default dtype follows the device), so
+    the tutorial's model would get bfloat16 parameters that a float32
+    checkpoint cannot be loaded into. The checks, the Try it experiments and
+    the tools that run the tutorial's model (steps 13-23) run it on the CPU,
+    where the references' numbers and the tolerances hold; fast/gpt2.py is
+    the model that runs on a GPU.
+    """
+    from max.driver import CPU
+    from max.experimental.tensor import default_device
+
+    return default_device(CPU())
 
 
 def kernel_cache_is_warm() -> bool:

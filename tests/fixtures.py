@@ -38,6 +38,25 @@ def stand_in_device():
     return StandInCPU()
 
 
+def tutorial_model_devices(monkeypatch) -> list[str]:
+    """The type of MAX's default device each time a tool loads the tutorial's
+    model (solutions.solution_15.load_pretrained), noted while it builds; with
+    stand_in_device() as the default, "CPU" means the tool pinned the CPU."""
+    from max.experimental.tensor import defaults
+
+    import solutions.solution_15 as loading
+
+    devices: list[str] = []
+    load_pretrained = loading.load_pretrained
+
+    def noting(*args, **kwargs):
+        devices.append(type(defaults()[1].devices[0]).__name__)
+        return load_pretrained(*args, **kwargs)
+
+    monkeypatch.setattr(loading, "load_pretrained", noting)
+    return devices
+
+
 def hf_model(seed: int = 0, initializer_range: float = 0.02, **config):
     """A randomly initialized Hugging Face GPT2LMHeadModel (torch), eval mode."""
     import torch

@@ -19,7 +19,12 @@ transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
 from common.checkpoint import Tokenizer  # noqa: E402
-from tests.fixtures import hf_model, write_checkpoint  # noqa: E402
+from tests.fixtures import (  # noqa: E402
+    hf_model,
+    stand_in_device,
+    tutorial_model_devices,
+    write_checkpoint,
+)
 from tools import attention_map  # noqa: E402
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -78,6 +83,20 @@ def fails_with_one_line(argv: list[str], capsys) -> str:
     assert status != 0
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
     return err
+
+
+def test_runs_on_the_cpu_where_max_would_use_a_gpu(checkpoint, tmp_path: Path, monkeypatch) -> None:
+    """Step 13's model on the CPU, also where MAX would default to a GPU (a CPU
+    object of its own stands in for it): there MAX would make its parameters
+    bfloat16, and the float32 checkpoint would not load."""
+    from max.experimental.tensor import default_device
+
+    directory, _ = checkpoint
+    devices = tutorial_model_devices(monkeypatch)
+    argv = ["--weights", str(directory), "--prompt", PROMPT, "--out", str(tmp_path / "a.svg")]
+    with default_device(stand_in_device()):
+        assert attention_map.main(argv) == 0
+    assert devices == ["CPU"]
 
 
 def test_missing_directory_is_one_line(tmp_path: Path, capsys) -> None:

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.fixtures import hf_model, run_tool, write_checkpoint
+from tests.fixtures import (
+    hf_model,
+    run_tool,
+    stand_in_device,
+    tutorial_model_devices,
+    write_checkpoint,
+)
 from tools.generate import Tokenizer
 
 PROMPT = "The quick brown fox"
@@ -50,6 +56,25 @@ def test_greedy_output_is_transformers_greedy(checkpoint, engine: str, flags: li
     assert result.stdout.rstrip("\n") == expected.rstrip("\ufffd")
     assert f"({engine}, float32 on cpu)" in result.stderr
     assert "tokens/s" in result.stderr
+
+
+@pytest.mark.parametrize("flags", [["--eager"], ["--step17"]], ids=["eager", "step17"])
+def test_the_tutorial_model_runs_on_the_cpu_where_max_would_use_a_gpu(
+    checkpoint, flags: list[str], monkeypatch, capsys
+) -> None:
+    """Beside a GPU, MAX would build the tutorial's model there, in bfloat16,
+    and a float32 checkpoint would not load into it (seen on an H200). A CPU
+    object of its own stands in for the GPU as MAX's default device."""
+    from max.experimental.tensor import default_device
+
+    from tools import generate as tool
+
+    _, directory = checkpoint
+    devices = tutorial_model_devices(monkeypatch)
+    argv = ["--weights", str(directory), "--prompt", PROMPT, "--max-new-tokens", "2", "--greedy"]
+    with default_device(stand_in_device()):
+        assert tool.main([*argv, *flags]) == 0, capsys.readouterr().err
+    assert devices == ["CPU"]
 
 
 def test_sampling_is_reproducible_with_a_seed(checkpoint) -> None:

@@ -221,7 +221,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def run(args: argparse.Namespace) -> Path:
     if not args.prompt.strip():
         raise UsageError("--prompt is empty: give some text to look at.")
-    directory = checkpoint.resolve(args.weights)
+    with max_runtime.on_the_cpu():  # step 13's model, on the CPU also beside a GPU
+        return draw(args, checkpoint.resolve(args.weights))
+
+
+def draw(args: argparse.Namespace, directory: Path) -> Path:
+    """The heat maps of `directory`'s model for args.prompt, written to args.out."""
     tokenizer = checkpoint.Tokenizer(directory)
     model = load_model(directory)
     config = model.config

@@ -14,6 +14,7 @@ import importlib
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -202,7 +203,8 @@ def compiled_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str]
     from solutions.solution_14 import decode_stream
 
     try:
-        device = fast_gpt2.device_from_name(args.device or fast_gpt2.default_device_name())
+        name = "cpu" if args.step17 else args.device or fast_gpt2.default_device_name()
+        device = fast_gpt2.device_from_name(name)
     except ValueError as error:
         raise UsageError(str(error)) from None
     engine, load = ("step 17", load_step17) if args.step17 else ("fast/gpt2.py", load_fast)
@@ -264,6 +266,13 @@ def check_fits(args, tokenizer: Tokenizer, config, *, cached: bool) -> None:
         raise UsageError(f"--top-k must be at most the vocabulary size, {config.vocab_size}.")
 
 
+def runs_on_the_cpu(args: argparse.Namespace, directory: Path) -> bool:
+    """Whether the tutorial's own model runs (steps 13-17 with --eager, --steps
+    or --step17, step 23 for a Llama checkpoint): on the CPU in float32, also
+    where MAX would make its tensors on a GPU (max_runtime.on_the_cpu)."""
+    return bool(tutorial_flags(args)) or checkpoint.model_type(directory) == checkpoint.LLAMA
+
+
 def run(args: argparse.Namespace) -> None:
     validate(args)
     directory = checkpoint.resolve(args.weights, args.model, (checkpoint.GPT2, checkpoint.LLAMA))
@@ -271,14 +280,19 @@ def run(args: argparse.Namespace) -> None:
     sampling = dict(
         do_sample=not args.greedy, temperature=args.temperature, top_k=args.top_k, seed=args.seed
     )
-    started = time.perf_counter()
     if checkpoint.model_type(directory) == checkpoint.LLAMA:
         produce = llama_pieces
     else:
         produce = eager_pieces if args.eager or args.steps else compiled_pieces
-    pieces, _ = produce(args, directory, tokenizer, sampling)
-    setup_seconds = time.perf_counter() - started
+    pin = max_runtime.on_the_cpu() if runs_on_the_cpu(args, directory) else nullcontext()
+    with pin:  # the pieces are made as they are printed: keep the pin till the last
+        started = time.perf_counter()
+        pieces, _ = produce(args, directory, tokenizer, sampling)
+        print_pieces(args, pieces, setup_seconds=time.perf_counter() - started)
 
+
+def print_pieces(args: argparse.Namespace, pieces: Iterator[str], setup_seconds: float) -> None:
+    """The prompt, each piece as it comes, then the timings."""
     print(args.prompt, end="", flush=True)
     started = time.perf_counter()
     first_token_seconds = None

@@ -13,13 +13,10 @@ from common import max_runtime
 
 max_runtime.prepare()  # before MAX runs, as every entry point does
 
-from max.driver import CPU  # noqa: E402
-from max.experimental.tensor import default_device  # noqa: E402
-
 # The experiments run on the CPU, like the checks, also where MAX would make
 # every new tensor on a GPU: the numbers they print are the CPU's, and a tensor
 # made without a device then meets the ones made with `device=CPU()`. Entered
 # once, when the package is imported, and never left (a notebook keeps it from
 # cell to cell); held by a name, since collecting it would leave it.
-ON_THE_CPU = default_device(CPU())
+ON_THE_CPU = max_runtime.on_the_cpu()
 ON_THE_CPU.__enter__()

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from common import steps
+from common import max_runtime, steps
 
 from . import source
 from .hints import with_hints
@@ -324,8 +324,6 @@ def time_limit_for(step: Step) -> float:
 @functools.cache
 def kernel_cache_is_cold() -> bool:
     """Asked of MAX once per process (the CLI also sets CHECK_COLD_CACHE)."""
-    from common import max_runtime
-
     return not max_runtime.kernel_cache_is_warm()
 
 
@@ -379,19 +377,8 @@ def run_step(
         return skip_rest(0)
     outcomes.append(Outcome("no placeholders left", "pass"))
 
-    with on_the_cpu():
+    with max_runtime.on_the_cpu():  # where the references' numbers hold
         return outcomes + import_and_run(step, path, started, limit)
-
-
-def on_the_cpu() -> Any:
-    """The checks run the learner's code on the CPU, also where MAX would
-    default to an accelerator: the references' numbers, the tolerances and the
-    tests of the checker itself are the CPU's. (A tensor made on the wrong
-    device is still caught there: tests/specs/devices.py.)"""
-    from max.driver import CPU
-    from max.experimental.tensor import default_device
-
-    return default_device(CPU())
 
 
 def import_and_run(
