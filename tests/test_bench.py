@@ -151,6 +151,7 @@ def test_report_and_plot_come_from_the_data(tmp_path: Path) -> None:
     assert (tmp_path / "results.md").read_text() == report
     profile = (tmp_path / "profile.md").read_text()
     assert "| concat | 4 | 0 |" in profile and "| **total** | **9** | **7** |" in profile
+    assert "| operation | step 17 | fast (our kernels) |" in profile
 
 
 def test_each_contender_gets_its_fraction_of_the_ceiling() -> None:
@@ -180,6 +181,9 @@ def test_a_gpu_run_gives_no_fraction_of_the_hosts_ceiling(tmp_path: Path) -> Non
     render(data, tmp_path)  # the plot without the host's ceiling
     assert (tmp_path / "results_gpu_float32.md").read_text() == report
     assert (tmp_path / "tokens_per_second_gpu_float32.png").stat().st_size > 0
+    # On a GPU the fast model's graph is MAX's operations, not our CPU kernels.
+    profile = (tmp_path / "profile_gpu_float32.md").read_text()
+    assert "| fast (MAX's operations) |" in profile
 
 
 def test_each_device_and_dtype_has_files_of_its_own(tmp_path: Path) -> None:

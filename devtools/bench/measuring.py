@@ -258,7 +258,7 @@ def measure_all(args, config, contenders, prompt, long_prompt, lengths, probe, w
         ceiling_fraction=ceiling_fractions(per_contender, weight_count, ceiling),
         contenders=per_contender,
         ratios=ratios,
-        decode_ops=decode_graph_ops(config),
+        decode_ops=decode_graph_ops(config, use_kernels=device == "cpu"),
         projection=projection_profile(config, args.dtype) if args.profile else None,
         rows=rows_profile(config, args.dtype) if args.profile else None,
     )

@@ -12,10 +12,12 @@ from devtools.bench.machine import seconds_for
 from devtools.bench.stats import round_orders, summary
 
 
-def decode_graph_ops(config: dict) -> dict:
+def decode_graph_ops(config: dict, use_kernels: bool = True) -> dict:
     """Operations in the one-token (decode) graph of step 17 and of the fast
     model, counted by kind in the traced MLIR (traced, not compiled: cheap).
-    Constants and weight references are not counted: they do no work."""
+    Constants and weight references are not counted: they do no work. The
+    fast model's graph is the one the benchmark times: with our kernels on a
+    CPU, MAX's operations alone on a GPU (use_kernels=False)."""
     import re
     from collections import Counter
 
@@ -36,7 +38,7 @@ def decode_graph_ops(config: dict) -> dict:
     # On the CPU, like the inputs, even where MAX would default to an accelerator.
     with F.lazy(), default_device(CPU()):
         step17, fast = CachedGPT2LMHeadModel(gpt2), FastGPT2(gpt2)
-    fast.use_kernels = True  # the CPU path the benchmark times
+    fast.use_kernels = use_kernels
     tensor_cache = TensorType(DType.float32, cache, device=CPU())
     buffer = BufferType(DType.float32, [*cache[:3], gpt2.n_positions, head_dim], device=CPU())
     staged = {
