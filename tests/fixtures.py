@@ -38,22 +38,26 @@ def stand_in_device():
     return StandInCPU()
 
 
-def tutorial_model_devices(monkeypatch) -> list[str]:
+def tutorial_model_devices(
+    monkeypatch, module: str = "solutions.solution_15", loader: str = "load_pretrained"
+) -> list[str]:
     """The type of MAX's default device each time a tool loads the tutorial's
-    model (solutions.solution_15.load_pretrained), noted while it builds; with
-    stand_in_device() as the default, "CPU" means the tool pinned the CPU."""
+    model (`module`.`loader`: step 13's by default, step 23's with
+    load_llama), noted as it starts; with stand_in_device() as the default,
+    "CPU" means the tool pinned the CPU."""
+    import importlib
+
     from max.experimental.tensor import defaults
 
-    import solutions.solution_15 as loading
-
+    loading = importlib.import_module(module)
     devices: list[str] = []
-    load_pretrained = loading.load_pretrained
+    load = getattr(loading, loader)
 
     def noting(*args, **kwargs):
         devices.append(type(defaults()[1].devices[0]).__name__)
-        return load_pretrained(*args, **kwargs)
+        return load(*args, **kwargs)
 
-    monkeypatch.setattr(loading, "load_pretrained", noting)
+    monkeypatch.setattr(loading, loader, noting)
     return devices
 
 

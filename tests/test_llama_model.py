@@ -23,7 +23,13 @@ from solutions.solution_23 import (
     read_safetensors,
 )
 from tests.checker.compare import close
-from tests.fixtures import hf_llama, run_tool, write_tokenizer
+from tests.fixtures import (
+    hf_llama,
+    run_tool,
+    stand_in_device,
+    tutorial_model_devices,
+    write_tokenizer,
+)
 
 PROMPT = [5, 17, 42, 7, 99, 3]
 
@@ -133,6 +139,23 @@ def test_generate_runs_a_llama_checkpoint(tied) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("The quick brown fox")
     assert "5 tokens in" in result.stderr
+
+
+def test_generate_runs_a_llama_checkpoint_on_the_cpu_where_max_would_use_a_gpu(
+    tied, monkeypatch, capsys
+) -> None:
+    """Step 23's model is built on the CPU, also where MAX would make its
+    tensors on a GPU, in bfloat16 (a CPU object of its own stands in)."""
+    from max.experimental.tensor import default_device
+
+    from tools import generate
+
+    _, directory = tied
+    devices = tutorial_model_devices(monkeypatch, "solutions.solution_23", "load_llama")
+    argv = ["--weights", str(directory), "--prompt", "Hi", "--max-new-tokens", "2", "--greedy"]
+    with default_device(stand_in_device()):
+        assert generate.main(argv) == 0, capsys.readouterr().err
+    assert devices == ["CPU"]
 
 
 def test_generate_refuses_gpt2_only_flags_for_llama(tied) -> None:
