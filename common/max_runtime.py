@@ -75,7 +75,8 @@ def on_the_cpu() -> contextlib.AbstractContextManager:
     checkpoint cannot be loaded into. The checks, the Try it experiments and
     the tools that run the tutorial's model (steps 13-23) run it on the CPU,
     where the references' numbers and the tolerances hold; fast/gpt2.py is
-    the model that runs on a GPU.
+    the model that runs on a GPU. (A learner's tensor made on the wrong
+    device is still caught in the checks: tests/specs/devices.py.)
     """
     from max.driver import CPU
     from max.experimental.tensor import default_device
