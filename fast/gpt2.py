@@ -244,8 +244,8 @@ def kernels_built_for() -> tuple[bool, int]:
     with Graph("built_for", input_types=[], custom_extensions=[KERNELS]) as graph:
         facts_type = TensorType(DType.int32, [2], device=DeviceRef.CPU())
         graph.output(ops.custom("gpt2_built_for", DeviceRef.CPU(), [], [facts_type])[0])
-    (facts,) = InferenceSession(devices=[CPU()]).load(graph).execute()
-    return bool(facts.to_numpy()[0]), int(facts.to_numpy()[1])
+    bf16_dot, width = InferenceSession(devices=[CPU()]).load(graph).execute()[0].to_numpy()
+    return bool(bf16_dot), int(width)
 
 
 def _bias(layer: Linear, device) -> Tensor:

@@ -266,13 +266,6 @@ def check_fits(args, tokenizer: Tokenizer, config, *, cached: bool) -> None:
         raise UsageError(f"--top-k must be at most the vocabulary size, {config.vocab_size}.")
 
 
-def runs_on_the_cpu(args: argparse.Namespace, directory: Path) -> bool:
-    """Whether the tutorial's own model runs (steps 13-17 with --eager, --steps
-    or --step17, step 23 for a Llama checkpoint): on the CPU in float32, also
-    where MAX would make its tensors on a GPU (max_runtime.on_the_cpu)."""
-    return bool(tutorial_flags(args)) or checkpoint.model_type(directory) == checkpoint.LLAMA
-
-
 def run(args: argparse.Namespace) -> None:
     validate(args)
     directory = checkpoint.resolve(args.weights, args.model, (checkpoint.GPT2, checkpoint.LLAMA))
@@ -280,11 +273,16 @@ def run(args: argparse.Namespace) -> None:
     sampling = dict(
         do_sample=not args.greedy, temperature=args.temperature, top_k=args.top_k, seed=args.seed
     )
-    if checkpoint.model_type(directory) == checkpoint.LLAMA:
+    llama = checkpoint.model_type(directory) == checkpoint.LLAMA
+    if llama:
         produce = llama_pieces
     else:
         produce = eager_pieces if args.eager or args.steps else compiled_pieces
-    pin = max_runtime.on_the_cpu() if runs_on_the_cpu(args, directory) else nullcontext()
+    # The tutorial's own model (step 13-17's with --eager, --steps or --step17,
+    # step 23's for a Llama checkpoint) runs on the CPU in float32, also where
+    # MAX would make its tensors on a GPU.
+    on_the_cpu = llama or bool(tutorial_flags(args))
+    pin = max_runtime.on_the_cpu() if on_the_cpu else nullcontext()
     with pin:  # the pieces are made as they are printed: keep the pin till the last
         started = time.perf_counter()
         pieces, _ = produce(args, directory, tokenizer, sampling)
