@@ -21,8 +21,8 @@ weights); only the way a forward pass is run changes, for speed:
   fast/kernels/gpt2_kernels.mojo stream each weight row once over all the
   cores (about 1.5-2x MAX's matmul for one row), and attend over the cache
   in one pass; MAX builds them from source and calls them as custom ops.
-  A whole block is one call: its seven steps share the cores without
-  handing them back to MAX between steps.
+  A decoded token's blocks are one call: their seven steps each share the
+  cores without handing them back to MAX between steps or blocks.
   With bfloat16 weights on a CPU with bfloat16 dot products a prompt's
   projections run there too, in register tiles.
 - **Any dtype and device.** The weights are built in `dtype` (float32 or
@@ -111,15 +111,20 @@ class FastGPT2(MaxGPT2LMHeadModel):
         seq_length = input_ids.shape[1]
         positions = Tensor.arange(seq_length, dtype=DType.int64, device=input_ids.device) + start
         hidden_states = _f32(transformer.wte(input_ids)) + _f32(transformer.wpe(positions))
-        for index, block in enumerate(transformer.h):
-            if seq_length == 1:
-                hidden_states = self._decode_block(
-                    block, hidden_states, key_cache, value_cache, start, index
-                )
-                continue
-            # A prompt on an empty cache: MAX's ops around our projections,
-            # its keys and values stored, causal attention over its own
-            # positions.
+        blocks = self._decode_blocks if seq_length == 1 else self._prompt_blocks
+        hidden_states = blocks(hidden_states, key_cache, value_cache, start)
+        last = _layer_norm(transformer.ln_f, hidden_states[:, -1:])  # only the last position
+        logits = self._linear(self.lm_head, last)
+        return logits.reshape([logits.shape[0], logits.shape[2]])
+
+    def _prompt_blocks(
+        self, hidden_states: Tensor, key_cache: Tensor, value_cache: Tensor, start
+    ) -> Tensor:
+        """A prompt on an empty cache through every block: MAX's ops around
+        our projections, its keys and values stored, causal attention over
+        its own positions."""
+        seq_length = hidden_states.shape[1]
+        for index, block in enumerate(self.transformer.h):
             attention = block.attn
             heads, head_dim = attention.num_heads, attention.head_dim
             qkv = self._linear(attention.c_attn, _layer_norm(block.ln_1, hidden_states))
@@ -139,32 +144,36 @@ class FastGPT2(MaxGPT2LMHeadModel):
             inner = self._linear(mlp.c_fc, _layer_norm(block.ln_2, hidden_states))
             activated = F.gelu(inner, approximate="tanh")
             hidden_states = hidden_states + self._linear(mlp.c_proj, activated)
-        last = _layer_norm(transformer.ln_f, hidden_states[:, -1:])  # only the last position
-        logits = self._linear(self.lm_head, last)
-        return logits.reshape([logits.shape[0], logits.shape[2]])
+        return hidden_states
 
-    def _decode_block(
-        self, block, hidden_states: Tensor, key_cache: Tensor, value_cache: Tensor, start, index
+    def _decode_blocks(
+        self, hidden_states: Tensor, key_cache: Tensor, value_cache: Tensor, start
     ) -> Tensor:
-        """One token through one block, in one call of our kernel
-        (gpt2_decode_block): its layer norms, projections, attention over
-        the cache and residual adds, this token's key and value written at
-        `start`. The weights go in as they are stored (float32 or bfloat16)."""
-        attention, mlp = block.attn, block.mlp
+        """One token through every block in one call of our kernel
+        (gpt2_decode_blocks): the layer norms, projections, attention over
+        the cache and residual adds, this token's keys and values written at
+        `start`. The weights go in as they are stored (float32 or bfloat16),
+        each vector as a [1, n] matrix: the kernel takes all the blocks'
+        parameters as one group of matrices of one dtype."""
         device = hidden_states.device
-        epsilons = Tensor([block.ln_1.eps, block.ln_2.eps], dtype=FLOAT32, device=device)
-        # In the kernel's order: a layer norm, then the two projections after it.
-        parameters = []
-        for norm, first, second in (
-            (block.ln_1, attention.c_attn, attention.c_proj),
-            (block.ln_2, mlp.c_fc, mlp.c_proj),
-        ):
-            parameters += [norm.weight, norm.bias, first.weight, _bias(first, device)]
-            parameters += [second.weight, _bias(second, device)]
-        name = "gpt2_decode_block" if self.bf16_dot else "gpt2_decode_block_widening"
+        epsilons, parameters = [], []
+        for block in self.transformer.h:
+            attention, mlp = block.attn, block.mlp
+            epsilons += [block.ln_1.eps, block.ln_2.eps]
+            # In the kernel's order: a layer norm, then the two projections after it.
+            for norm, first, second in (
+                (block.ln_1, attention.c_attn, attention.c_proj),
+                (block.ln_2, mlp.c_fc, mlp.c_proj),
+            ):
+                parameters += [norm.weight, norm.bias, first.weight, _bias(first, device)]
+                parameters += [second.weight, _bias(second, device)]
+        matrices = [p if p.rank == 2 else p.reshape([1, p.shape[0]]) for p in parameters]
+        name = "gpt2_decode_blocks" if self.bf16_dot else "gpt2_decode_blocks_widening"
         cache = [key_cache.__buffervalue__(), value_cache.__buffervalue__()]
+        epsilon = Tensor(epsilons, dtype=FLOAT32, device=device)
         out_type = TensorType(FLOAT32, hidden_states.shape, device=device)
-        return _kernel(name, [*cache, hidden_states, *parameters, epsilons, start], index, out_type)
+        values = [*cache, hidden_states, epsilon, start]
+        return _kernel(name, values, 0, out_type, parameters=matrices)
 
     def _linear(self, layer: Linear, x: Tensor) -> Tensor:
         """layer(x) for float32 x [batch, seq, in]: our kernel for one position
@@ -249,10 +258,11 @@ def kernels_built_for() -> tuple[bool, int]:
 
 
 def _bias(layer: Linear, device) -> Tensor:
-    """The layer's bias as stored, or zeros for Linear(bias=False) (which holds a 0)."""
+    """The layer's bias as stored, or zeros in its weight's dtype for
+    Linear(bias=False) (which holds a 0)."""
     if isinstance(layer.bias, Tensor):
         return layer.bias
-    return Tensor.zeros([layer.weight.shape[0]], dtype=FLOAT32, device=device)
+    return Tensor.zeros([layer.weight.shape[0]], dtype=layer.weight.dtype, device=device)
 
 
 def _f32_bias(layer: Linear, device) -> Tensor:
@@ -309,8 +319,15 @@ def _kernel_library() -> Path | None:
     return None if Graph.current.kernel_libraries_paths else KERNELS
 
 
-def _kernel(name: str, values: list, layer: int, out_type: TensorType | None = None):
-    """One of our in-place cache kernels for transformer layer `layer`."""
+def _kernel(
+    name: str,
+    values: list,
+    layer: int,
+    out_type: TensorType | None = None,
+    parameters: Sequence[Tensor] = (),
+):
+    """One of our in-place cache kernels from transformer layer `layer` on:
+    its `values`, the layer, then the blocks' `parameters`."""
     device = values[0].device
     # The layer is a run-time input, not a kernel parameter: one compiled
     # kernel serves all twelve layers.
@@ -318,7 +335,7 @@ def _kernel(name: str, values: list, layer: int, out_type: TensorType | None = N
     outputs = F.inplace_custom(
         name,
         device.to_device(),
-        [*values, layer_index],
+        [*values, layer_index, *parameters],
         [out_type] if out_type is not None else None,
         custom_extensions=_kernel_library(),
     )

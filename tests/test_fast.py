@@ -318,3 +318,62 @@ def test_few_rows_and_many_rows_give_one_answer() -> None:
         x = rng.standard_normal((rows, 37)).astype(np.float32)
         out = compiled(Tensor.from_dlpack(x)).to_numpy()
         np.testing.assert_allclose(out, x @ weight.T + bias, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype_name", ["float32", "bfloat16"])
+def test_a_token_through_all_blocks_in_one_call_equals_a_call_per_block(dtype_name: str) -> None:
+    """gpt2_decode_blocks on two blocks in one call (the fast model's decode)
+    and in two calls (the chain's call per block): the same output and the
+    same keys and values in each layer of the caches."""
+    from devtools.bench import chain
+
+    buffers, tensors, _ = chain.block_inputs(2, dtype_name)
+    results = {}
+    for way in ("token", "blocks"):
+        for cache in tensors[1:3]:
+            cache.zero_()
+        (out,) = chain.chain_graph(2, dtype_name, way).execute(*buffers)
+        results[way] = out.to_numpy().copy(), tensors[1].numpy().copy(), tensors[2].numpy().copy()
+    for one_call, per_block in zip(results["token"], results["blocks"], strict=True):
+        np.testing.assert_array_equal(one_call, per_block)
+    assert np.abs(results["token"][1][1]).max() > 0  # the second layer's keys were written
+
+
+def test_the_block_kernel_names_a_block_whose_parameter_has_the_wrong_shape() -> None:
+    """A block's parameter of the wrong shape (the second block's c_fc bias
+    one short) stops gpt2_decode_blocks with which block and parameter it
+    is, before anything is read out of bounds."""
+    from max.driver import CPU, Buffer
+    from max.dtype import DType
+    from max.engine import InferenceSession
+    from max.graph import BufferType, DeviceRef, Graph, TensorType, ops
+
+    from devtools.bench import chain
+
+    buffers, tensors, _ = chain.block_inputs(2, "float32")
+    c_fc_bias = 3 + len(chain.BLOCK) + 9  # the second block's, after x and the caches
+    tensors[c_fc_bias] = tensors[c_fc_bias][:, 1:].contiguous()
+    buffers[c_fc_bias] = Buffer.from_dlpack(tensors[c_fc_bias])
+    cpu = DeviceRef.CPU()
+    cache = BufferType(DType.float32, list(tensors[1].shape), device=cpu)
+    types = [TensorType(DType.float32, list(tensors[0].shape), device=cpu), cache, cache]
+    types += [TensorType(DType.float32, list(t.shape), device=cpu) for t in tensors[3:]]
+
+    def constant(values, dtype):
+        return ops.constant(np.array(values, dtype=dtype.to_numpy()), dtype, device=cpu)
+
+    with Graph("wrong_shape", input_types=types, custom_extensions=[fast_gpt2.KERNELS]) as graph:
+        x, key_cache, value_cache, *parameters = graph.inputs
+        settings = [constant([1e-5] * 4, DType.float32), *(constant([0], DType.int64),) * 2]
+        out_type = TensorType(DType.float32, list(tensors[0].shape), device=cpu)
+        (out,) = ops.inplace_custom(
+            "gpt2_decode_blocks",
+            cpu,
+            [key_cache.buffer, value_cache.buffer, x.tensor, *settings]
+            + [p.tensor for p in parameters],
+            [out_type],
+        )
+        graph.output(out)
+    model = InferenceSession(devices=[CPU()]).load(graph)
+    with pytest.raises(Exception, match=r"block 1's parameter 9 is \[1, 3071\], not \[1, 3072\]"):
+        model.execute(*buffers)

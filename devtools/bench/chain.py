@@ -10,9 +10,12 @@ probe (a sum over 1 GiB on every core):
 - **a call per projection**: the four products of each block as four calls
   of our row kernel (`gpt2_linear_rows`), each output the next one's input;
   the cores go back to MAX's executor after every call;
-- **a call per block**: each block as one call of `gpt2_decode_block`, its
+- **a call per block**: each block as one call of `gpt2_decode_blocks`, its
   layer norms, attention and residual adds included, the cores sharing
   every step without handing back;
+- **a call per token**: the twelve blocks as one call of
+  `gpt2_decode_blocks`, as the fast model decodes: no hand-back between
+  blocks either;
 - **one call**: as many bytes in one matrix, one call of the row kernel:
   long streams, no step to start or end between them, what the kernel's
   reads reach on this machine in that round.
@@ -37,8 +40,9 @@ from devtools.bench.machine import machine_line, read_bandwidth, seconds_for
 from devtools.bench.stats import format_spread, summary
 
 EMBED, HEADS, CONTEXT = 768, 12, 1024
-# A block's parameters in gpt2_decode_block's order: (name, shape); the
-# matrices are [out, in], as a MAX Linear holds them.
+# A block's parameters in gpt2_decode_blocks' order: (name, shape); the
+# matrices are [out, in], as a MAX Linear holds them. The kernel takes the
+# vectors as [1, n] matrices in the weights' dtype (fast/gpt2.py).
 BLOCK = (
     ("ln_1.weight", (EMBED,)),
     ("ln_1.bias", (EMBED,)),
@@ -55,17 +59,18 @@ BLOCK = (
 )
 WAYS = {
     "projections": "a call per projection (`gpt2_linear_rows`)",
-    "blocks": "a call per block (`gpt2_decode_block`)",
+    "blocks": "a call per block (`gpt2_decode_blocks`)",
+    "token": "a call per token, all blocks (`gpt2_decode_blocks`)",
     "one_call": "one call, one matrix of the same bytes (`gpt2_linear_rows`)",
 }
 OUT = REPO / "docs" / "src" / "bench" / "chain.md"
 
 
 def block_inputs(blocks: int, dtype_name: str) -> tuple[list, list, int]:
-    """One row of x, the caches, then each block's parameters (the matrices
-    from the profile's random_operands, in `dtype_name`; the rest float32):
-    MAX buffers, the torch tensors whose memory they borrow, and the
-    matrices' bytes."""
+    """One row of x, the caches, then each block's parameters in `dtype_name`
+    (the matrices from the profile's random_operands, the layer norms'
+    weights 1, every bias 0, as [1, n]): MAX buffers, the torch tensors
+    whose memory they borrow, and the matrices' bytes."""
     import torch
     from max.driver import Buffer
 
@@ -81,18 +86,16 @@ def block_inputs(blocks: int, dtype_name: str) -> tuple[list, list, int]:
                 weight_bytes += weight.numel() * weight.element_size()
                 tensors.append(weight)
             else:
-                # The layer norms' weights 1, every bias 0.
-                tensors.append(
-                    torch.ones(shape)
-                    if name.startswith("ln_") and name.endswith("weight")
-                    else torch.zeros(shape)
-                )
+                is_scale = name.startswith("ln_") and name.endswith("weight")
+                vector = torch.ones(1, *shape) if is_scale else torch.zeros(1, *shape)
+                tensors.append(vector.to(getattr(torch, dtype_name)))
     return [Buffer.from_dlpack(t) for t in tensors], tensors, weight_bytes
 
 
 def chain_graph(blocks: int, dtype_name: str, way: str):
-    """A compiled graph of `blocks` blocks read `way` ("projections" or
-    "blocks"), the token's position 0; it returns the last block's output."""
+    """A compiled graph of `blocks` blocks read `way` ("projections",
+    "blocks" or "token"), the token's position 0; it returns the last
+    block's output."""
     import numpy as np
     from max.driver import CPU
     from max.dtype import DType
@@ -106,7 +109,7 @@ def chain_graph(blocks: int, dtype_name: str, way: str):
     types = [TensorType(DType.float32, [1, 1, EMBED], device=cpu), cache_type, cache_type]
     for _ in range(blocks):
         types += [
-            TensorType(DTYPES[dtype_name] if len(shape) == 2 else DType.float32, shape, device=cpu)
+            TensorType(DTYPES[dtype_name], shape if len(shape) == 2 else (1, *shape), device=cpu)
             for _, shape in BLOCK
         ]
 
@@ -116,31 +119,36 @@ def chain_graph(blocks: int, dtype_name: str, way: str):
     with Graph("chain", input_types=types, custom_extensions=[KERNELS]) as graph:
         x = graph.inputs[0].tensor
         key_cache, value_cache = graph.inputs[1].buffer, graph.inputs[2].buffer
-        for block in range(blocks):
-            first = 3 + block * len(BLOCK)
-            parameters = [value.tensor for value in graph.inputs[first : first + len(BLOCK)]]
-            if way == "blocks":
+        parameters = [value.tensor for value in graph.inputs[3:]]
+        if way != "projections":
+            per_call = 1 if way == "blocks" else blocks
+            for first in range(0, blocks, per_call):
                 x = ops.inplace_custom(
-                    "gpt2_decode_block",
+                    "gpt2_decode_blocks",
                     cpu,
                     [
                         key_cache,
                         value_cache,
                         x,
-                        *parameters,
-                        constant([1e-5, 1e-5], DType.float32),
+                        constant([1e-5] * 2 * per_call, DType.float32),
                         constant([0], DType.int64),
-                        constant([block], DType.int64),
+                        constant([first], DType.int64),
+                        *parameters[first * len(BLOCK) : (first + per_call) * len(BLOCK)],
                     ],
                     [TensorType(DType.float32, [1, 1, EMBED], device=cpu)],
                 )[0]
-                continue
+        else:
             row = x.reshape([1, EMBED])
-            matrices = [i for i, (_, shape) in enumerate(BLOCK) if len(shape) == 2]
-            for weight, bias in ((parameters[i], parameters[i + 1]) for i in matrices):
-                out_type = TensorType(DType.float32, [1, int(weight.shape[0])], device=cpu)
-                row = ops.custom("gpt2_linear_rows", cpu, [row, weight, bias], [out_type])[0]
-                if int(weight.shape[0]) == 3 * EMBED:
+            for index, (_, shape) in enumerate(BLOCK * blocks):
+                if len(shape) == 1:
+                    continue
+                # The row kernel's bias is float32 [out]: zeros, as the blocks' are.
+                bias = constant(np.zeros(shape[0]), DType.float32)
+                out_type = TensorType(DType.float32, [1, shape[0]], device=cpu)
+                row = ops.custom(
+                    "gpt2_linear_rows", cpu, [row, parameters[index], bias], [out_type]
+                )[0]
+                if shape[0] == 3 * EMBED:
                     row = row[:, :EMBED]  # c_proj takes the attention's width
             x = row.reshape([1, 1, EMBED])
         graph.output(x)

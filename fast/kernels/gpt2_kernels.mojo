@@ -19,7 +19,7 @@ from std.sys.intrinsics import llvm_intrinsic, prefetch
 from std.utils import IndexList
 from max.algorithm import parallelize
 import extensibility
-from extensibility import InputTensor, OutputTensor
+from extensibility import InputTensor, InputVariadicTensors, OutputTensor
 from extensibility.managed_tensor_slice import _MutableInputTensor as MutableInputTensor
 
 # float32 lanes in one vector register of the machine the kernels are built
@@ -369,16 +369,16 @@ def linear_rows_widening[width: Int = WIDTH](
                 out_ptr[m * out_strides[0] + n * out_strides[1]] = total + b
                 m += 1
 
-    # The rows claimed as in decode_block, one at a time (guided): fewer
+    # The rows claimed as in decode_blocks, one at a time (guided): fewer
     # hand-offs than a fixed task per 32 rows, and the cores end together.
     var claims = new_counters(1)
     var workers = num_physical_cores()
 
     def worker(index: Int) {var}:
-        var rows = claim(claims, 0, n_out, smallest_claim(weight), workers)
+        var rows = claim(claims, 0, n_out, smallest_claim[weight.dtype](weight.dim_size(1)), workers)
         while rows[0] < rows[1]:
             rows_between(rows[0], rows[1])
-            rows = claim(claims, 0, n_out, smallest_claim(weight), workers)
+            rows = claim(claims, 0, n_out, smallest_claim[weight.dtype](weight.dim_size(1)), workers)
 
     parallelize(worker, workers)
     claims.free()
@@ -477,12 +477,12 @@ def linear_rows_bf16_dot(
             for m in range(m_first, rows):
                 store(m, n_row, dot_bf16(w_row, x_ptr + m * n_in, n_in))
 
-    # The rows claimed as in decode_block, in whole tiles (a claim counts
+    # The rows claimed as in decode_blocks, in whole tiles (a claim counts
     # groups of BF16_TILE rows), so that a tile never straddles two claims.
     var claims = new_counters(1)
     var workers = num_physical_cores()
     var groups = ceildiv(n_out, BF16_TILE)
-    var smallest = ceildiv(smallest_claim(weight), BF16_TILE)
+    var smallest = ceildiv(smallest_claim[weight.dtype](weight.dim_size(1)), BF16_TILE)
 
     def worker(index: Int) {var}:
         var span = claim(claims, 0, groups, smallest, workers)
@@ -537,17 +537,19 @@ struct CacheWrite:
                         vc[cached] = v_ptr[b * vs[0] + h * vs[1] + s * vs[2] + d * vs[3]]
 
 
-# --- one decoded token through a whole transformer block, in one call ------
+# --- one decoded token through all the transformer blocks, in one call -----
 #
 # Decoding, a block is seven steps in a row (layer norm, c_attn, attention,
 # c_proj, layer norm, c_fc with GELU, c_proj), each needing all of the one
 # before. As graph operations (about nineteen a block, the layer norms,
 # GELU and adds around the projections included) each step pays MAX's dispatch
 # and ends with the cores handing back to its executor and being woken for
-# the next. Here one call runs the whole block: each core takes a share of
-# every step, and waits for the others at the end of it by watching a
-# counter (microseconds) instead of going back to sleep. A decoded token
-# came 1.2-1.3x sooner (docs/src/performance.md).
+# the next. Here one call runs every block of the token: each core takes a
+# share of every step, and waits for the others at the end of it by watching
+# a counter (microseconds) instead of going back to sleep. A call per block
+# made a decoded token 1.2-1.3x sooner than a call per projection; a call
+# per token also saves the blocks' hand-offs, some 35 microseconds each
+# (docs/src/performance.md).
 #
 # Work is claimed, not assigned: a core takes the next unclaimed rows of a
 # step with an atomic compare-and-swap until none is left, then waits until
@@ -617,16 +619,12 @@ def wait_for_step(counters: UnsafePointer[mut=True, Int64, _], step: Int, total:
             _ = external_call["sched_yield", c_int]()
 
 
-@always_inline
-def at(vector: InputTensor[rank=1, ...], index: Int) -> Float32:
-    """vector[index] as float32, whatever its dtype and stride."""
-    return vector.unsafe_ptr()[index * vector.strides()[0]].cast[DType.float32]()
-
-
-def layer_norm_row(
+def layer_norm_row[
+    wtype: DType
+](
     x: UnsafePointer[Float32, _],
-    weight: InputTensor[rank=1, ...],
-    bias: InputTensor[rank=1, ...],
+    weight: UnsafePointer[Scalar[wtype], _],
+    bias: UnsafePointer[Scalar[wtype], _],
     epsilon: Float32,
     out32: UnsafePointer[mut=True, Float32, _],
     out16: UnsafePointer[mut=True, BFloat16, _],
@@ -643,7 +641,8 @@ def layer_norm_row(
         squares += (x[i] - mean) * (x[i] - mean)
     var inverse = Float32(1) / sqrt(squares / Float32(width) + epsilon)
     for i in range(width):
-        var y = (x[i] - mean) * inverse * at(weight, i) + at(bias, i)
+        var scaled = (x[i] - mean) * inverse * weight[i].cast[DType.float32]()
+        var y = scaled + bias[i].cast[DType.float32]()
         out32[i] = y
         out16[i] = y.cast[DType.bfloat16]()
 
@@ -657,9 +656,11 @@ def gelu_tanh(x: Float32) -> Float32:
 
 @always_inline
 def project_chunk[
-    use_bf16_dot: Bool
+    use_bf16_dot: Bool, wtype: DType
 ](
-    weight: InputTensor[rank=2, ...],
+    w_ptr: UnsafePointer[Scalar[wtype], _],
+    n_out: Int,
+    n_in: Int,
     first: Int,
     last: Int,
     rows: Int,
@@ -667,22 +668,20 @@ def project_chunk[
     x16: UnsafePointer[BFloat16, _],
     dest: UnsafePointer[mut=True, Float32, _],
 ):
-    """dest[m, n] = x[m] . weight[n] for the weight rows first..last, in memory
-    order, and every row m of x ([rows, n_in], contiguous; dest is [rows,
-    n_out]). No bias: the caller adds it with what follows the product."""
-    var n_in = weight.dim_size(1)
-    var n_out = weight.dim_size(0)
-    var w_ptr = weight.unsafe_ptr()
+    """dest[m, n] = x[m] . weight[n] for the weight rows first..last of the
+    contiguous [n_out, n_in] weight at w_ptr, in memory order, and every row
+    m of x ([rows, n_in], contiguous; dest is [rows, n_out]). No bias: the
+    caller adds it with what follows the product."""
+    comptime bf16 = use_bf16_dot and wtype == DType.bfloat16
     var streamed = first  # the weight rows before this one are done
     if rows == 1:
-        comptime bf16 = use_bf16_dot and weight.dtype == DType.bfloat16
         comptime if bf16:
             streamed = dot_rows_streamed[True](w_ptr, first, last, n_in, x16, dest, 1)
         else:
             streamed = dot_rows_streamed[False](w_ptr, first, last, n_in, x32, dest, 1)
     for n in range(streamed, last):
         for m in range(rows):
-            comptime if use_bf16_dot and weight.dtype == DType.bfloat16:
+            comptime if bf16:
                 dest[m * n_out + n] = dot_bf16(
                     (w_ptr + n * n_in).bitcast[BFloat16](), x16 + m * n_in, n_in
                 )
@@ -691,9 +690,9 @@ def project_chunk[
 
 
 @always_inline
-def smallest_claim(weight: InputTensor[rank=2, ...]) -> Int:
+def smallest_claim[wtype: DType](n_in: Int) -> Int:
     """Weight rows in the smallest claim: CLAIM_BYTES of them, at least one."""
-    return max(1, CLAIM_BYTES // (weight.dim_size(1) * size_of[weight.dtype]()))
+    return max(1, CLAIM_BYTES // (n_in * size_of[wtype]()))
 
 
 def attend_one_head(
@@ -738,55 +737,114 @@ def attend_one_head(
         dest[d] /= running_sum
 
 
-def decode_block[
+# A block's parameters, in the order the decode kernels take them: the layer
+# norms' and biases' vectors as [1, n] matrices, so that all of a token's
+# blocks fit in one group of rank-2 inputs of one dtype.
+comptime LN_1_WEIGHT = 0
+comptime LN_1_BIAS = 1
+comptime C_ATTN_WEIGHT = 2
+comptime C_ATTN_BIAS = 3
+comptime ATTN_PROJ_WEIGHT = 4
+comptime ATTN_PROJ_BIAS = 5
+comptime LN_2_WEIGHT = 6
+comptime LN_2_BIAS = 7
+comptime C_FC_WEIGHT = 8
+comptime C_FC_BIAS = 9
+comptime MLP_PROJ_WEIGHT = 10
+comptime MLP_PROJ_BIAS = 11
+comptime BLOCK_PARAMETERS = 12
+
+
+def block_shapes_error(
+    dims: UnsafePointer[Int, _], blocks: Int, embed: Int, inner: Int
+) -> String:
+    """Why the blocks' parameters do not fit GPT-2 blocks of width `embed`
+    and MLP width `inner`, or "" when they do. dims holds each parameter's
+    [rows, columns]."""
+    for block in range(blocks):
+        var d = dims + 2 * BLOCK_PARAMETERS * block
+        # (parameter, rows, columns) as a GPT-2 block holds them.
+        var expected: List[Tuple[Int, Int, Int]] = [
+            (LN_1_WEIGHT, 1, embed), (LN_1_BIAS, 1, embed),
+            (C_ATTN_WEIGHT, 3 * embed, embed), (C_ATTN_BIAS, 1, 3 * embed),
+            (ATTN_PROJ_WEIGHT, embed, embed), (ATTN_PROJ_BIAS, 1, embed),
+            (LN_2_WEIGHT, 1, embed), (LN_2_BIAS, 1, embed),
+            (C_FC_WEIGHT, inner, embed), (C_FC_BIAS, 1, inner),
+            (MLP_PROJ_WEIGHT, embed, inner), (MLP_PROJ_BIAS, 1, embed),
+        ]
+        for entry in expected:
+            var k = entry[0]
+            if d[2 * k] != entry[1] or d[2 * k + 1] != entry[2]:
+                return String(
+                    "gpt2_decode_blocks: block ", block, "'s parameter ", k, " is [",
+                    d[2 * k], ", ", d[2 * k + 1], "], not [", entry[1], ", ", entry[2], "]",
+                )
+    return ""
+
+
+def decode_blocks[
     use_bf16_dot: Bool
 ](
     output: OutputTensor[dtype = DType.float32, rank=3, ...],
     key_cache: MutableInputTensor[dtype = DType.float32, rank=5, ...],
     value_cache: MutableInputTensor[dtype = DType.float32, rank=5, ...],
     hidden: InputTensor[dtype = DType.float32, rank=3, ...],
-    ln_1_weight: InputTensor[rank=1, ...],
-    ln_1_bias: InputTensor[rank=1, ...],
-    c_attn_weight: InputTensor[rank=2, ...],
-    c_attn_bias: InputTensor[rank=1, ...],
-    attn_proj_weight: InputTensor[rank=2, ...],
-    attn_proj_bias: InputTensor[rank=1, ...],
-    ln_2_weight: InputTensor[rank=1, ...],
-    ln_2_bias: InputTensor[rank=1, ...],
-    c_fc_weight: InputTensor[rank=2, ...],
-    c_fc_bias: InputTensor[rank=1, ...],
-    mlp_proj_weight: InputTensor[rank=2, ...],
-    mlp_proj_bias: InputTensor[rank=1, ...],
     epsilon: InputTensor[dtype = DType.float32, rank=1, ...],
     start: InputTensor[dtype = DType.int64, rank=1, ...],
-    layer_index: InputTensor[dtype = DType.int64, rank=1, ...],
+    first_layer: InputTensor[dtype = DType.int64, rank=1, ...],
+    parameters: InputVariadicTensors[rank=2, ...],
 ) raises:
-    """hidden [batch, 1, embed] -> output [batch, 1, embed] through one GPT-2
-    block, writing this token's key and value at position `start` of layer
-    `layer_index` in the caches [layers, batch, heads, context, head_dim]."""
+    """hidden [batch, 1, embed] -> output [batch, 1, embed] through one or
+    more GPT-2 blocks in a row (BLOCK_PARAMETERS parameters each), writing
+    this token's key and value at position `start` of layers first_layer,
+    first_layer + 1, ... in the caches [layers, batch, heads, context,
+    head_dim]. epsilon holds each block's two layer norms' epsilons."""
+    comptime wtype = parameters.dtype
+    comptime count = parameters.size
     var batch = hidden.dim_size(0)
     var embed = hidden.dim_size(2)
     var heads = key_cache.dim_size(2)
     var head_dim = key_cache.dim_size(4)
     var context = key_cache.dim_size(3)
-    var inner = c_fc_weight.dim_size(0)
-    var layer = Int(layer_index.unsafe_ptr()[0])
+    var first = Int(first_layer.unsafe_ptr()[0])
     var position = Int(start.unsafe_ptr()[0])
-    var eps = epsilon.unsafe_ptr()  # [layer norm 1's, layer norm 2's]
+    var eps = epsilon.unsafe_ptr()
+    comptime if count == 0 or count % BLOCK_PARAMETERS != 0:
+        raise Error("gpt2_decode_blocks: the parameters must be whole blocks of 12")
+    var blocks = count // BLOCK_PARAMETERS
     if position < 0 or position >= context:
-        raise Error("gpt2_decode_block: position beyond the cache")
+        raise Error("gpt2_decode_blocks: position beyond the cache")
+    if first < 0 or first + blocks > key_cache.dim_size(0):
+        raise Error("gpt2_decode_blocks: more blocks than the caches' layers")
     if hidden.dim_size(1) != 1 or heads * head_dim != embed:
-        raise Error("gpt2_decode_block: hidden must be [batch, 1, heads * head_dim]")
+        raise Error("gpt2_decode_blocks: hidden must be [batch, 1, heads * head_dim]")
     if key_cache.dim_size(1) != batch or value_cache.dim_size(1) != batch:
-        raise Error("gpt2_decode_block: the caches must hold the same batch as hidden")
-    if epsilon.dim_size(0) != 2:
-        raise Error("gpt2_decode_block: epsilon must hold both layer norms' epsilons")
-    if c_attn_weight.dim_size(0) != 3 * embed or c_fc_weight.dim_size(1) != embed:
-        raise Error("gpt2_decode_block: the weights do not match the hidden size")
-    contiguous_weight(c_attn_weight)
-    contiguous_weight(attn_proj_weight)
-    contiguous_weight(c_fc_weight)
-    contiguous_weight(mlp_proj_weight)
+        raise Error("gpt2_decode_blocks: the caches must hold the same batch as hidden")
+    if epsilon.dim_size(0) != 2 * blocks:
+        raise Error("gpt2_decode_blocks: epsilon must hold two layer norms' epsilons a block")
+
+    # Each parameter's address and [rows, columns], read once: the workers
+    # index them at run time, which the inputs' group allows only at compile time.
+    var weights = alloc[UnsafePointer[Scalar[wtype], MutUntrackedOrigin]](count)
+    var dims = alloc[Int](2 * count)
+    var contiguous = True
+    comptime for k in range(count):
+        var strides = parameters[k].strides()
+        dims[2 * k] = parameters[k].dim_size(0)
+        dims[2 * k + 1] = parameters[k].dim_size(1)
+        if strides[1] != 1 or (dims[2 * k] > 1 and strides[0] != dims[2 * k + 1]):
+            contiguous = False
+        weights[k] = UnsafePointer[Scalar[wtype], MutUntrackedOrigin](
+            unsafe_from_address=Int(parameters[k].unsafe_ptr())
+        )
+    var inner = dims[2 * C_FC_WEIGHT]  # the first block's; every block's, checked
+    var problem = block_shapes_error(dims, blocks, embed, inner)
+    if not contiguous:
+        problem = "gpt2_decode_blocks: every parameter must be contiguous"
+    if problem:
+        weights.free()
+        dims.free()
+        raise Error(problem)
 
     # Scratch, each [batch, width] and contiguous: the residual stream, the
     # normed input of a projection (float32 and bfloat16), qkv, the heads'
@@ -799,7 +857,7 @@ def decode_block[
     var attended16 = alloc[BFloat16](batch * embed)
     var activated = alloc[Float32](batch * inner)
     var activated16 = alloc[BFloat16](batch * inner)
-    var counters = new_counters(2 * STEPS)
+    var counters = new_counters(2 * STEPS * blocks)
     var h_strides = hidden.strides()
     var h_in = hidden.unsafe_ptr()
     for b in range(batch):
@@ -809,113 +867,132 @@ def decode_block[
     var o_ptr = output.unsafe_ptr()
     var kc = key_cache.unsafe_ptr()
     var vc = value_cache.unsafe_ptr()
+    var claim_embed = smallest_claim[wtype](embed)
+    var claim_inner = smallest_claim[wtype](inner)
 
     var workers = num_physical_cores()
 
     def worker(index: Int) {var}:
-        # 0: layer norm 1, a row of the batch at a time.
-        var done = 0
-        var rows = claim(counters, 0, batch, 1, workers)
-        while rows[0] < rows[1]:
-            for b in range(rows[0], rows[1]):
-                layer_norm_row(
-                    residual + b * embed, ln_1_weight, ln_1_bias, eps[0],
-                    normed + b * embed, normed16 + b * embed, embed,
-                )
-            done += rows[1] - rows[0]
-            rows = claim(counters, 0, batch, 1, workers)
-        finished(counters, 0, done)
-        wait_for_step(counters, 0, batch)
-        # 1: qkv = c_attn(normed).
-        done = 0
-        rows = claim(counters, 1, 3 * embed, smallest_claim(c_attn_weight), workers)
-        while rows[0] < rows[1]:
-            project_chunk[use_bf16_dot](c_attn_weight, rows[0], rows[1], batch, normed, normed16, qkv)
-            for b in range(batch):
-                for n in range(rows[0], rows[1]):
-                    qkv[b * 3 * embed + n] += at(c_attn_bias, n)
-            done += rows[1] - rows[0]
-            rows = claim(counters, 1, 3 * embed, smallest_claim(c_attn_weight), workers)
-        finished(counters, 1, done)
-        wait_for_step(counters, 1, 3 * embed)
-        # 2: attention, a (sequence, head) at a time: this token's key and
-        # value into the caches, then the head's output over 0..position.
-        done = 0
-        rows = claim(counters, 2, batch * heads, 1, workers)
-        while rows[0] < rows[1]:
-            for bh in range(rows[0], rows[1]):
-                var b = bh // heads
-                var h = bh % heads
-                var slot = ((layer * batch + b) * heads + h) * context * head_dim
-                var query = qkv + b * 3 * embed + h * head_dim
-                for d in range(head_dim):
-                    kc[slot + position * head_dim + d] = query[embed + d]
-                    vc[slot + position * head_dim + d] = query[2 * embed + d]
-                var head_out = attended + b * embed + h * head_dim
-                attend_one_head(kc + slot, vc + slot, query, head_out, head_dim, position)
-                for d in range(head_dim):
-                    attended16[b * embed + h * head_dim + d] = head_out[d].cast[DType.bfloat16]()
-            done += rows[1] - rows[0]
-            rows = claim(counters, 2, batch * heads, 1, workers)
-        finished(counters, 2, done)
-        wait_for_step(counters, 2, batch * heads)
-        # 3: residual += c_proj(attended). The product goes to `normed`,
-        # free until step 4 reads the residual.
-        done = 0
-        rows = claim(counters, 3, embed, smallest_claim(attn_proj_weight), workers)
-        while rows[0] < rows[1]:
-            project_chunk[use_bf16_dot](
-                attn_proj_weight, rows[0], rows[1], batch, attended, attended16, normed
-            )
-            for b in range(batch):
-                for n in range(rows[0], rows[1]):
-                    residual[b * embed + n] += normed[b * embed + n] + at(attn_proj_bias, n)
-            done += rows[1] - rows[0]
-            rows = claim(counters, 3, embed, smallest_claim(attn_proj_weight), workers)
-        finished(counters, 3, done)
-        wait_for_step(counters, 3, embed)
-        # 4: layer norm 2.
-        done = 0
-        rows = claim(counters, 4, batch, 1, workers)
-        while rows[0] < rows[1]:
-            for b in range(rows[0], rows[1]):
-                layer_norm_row(
-                    residual + b * embed, ln_2_weight, ln_2_bias, eps[1],
-                    normed + b * embed, normed16 + b * embed, embed,
-                )
-            done += rows[1] - rows[0]
-            rows = claim(counters, 4, batch, 1, workers)
-        finished(counters, 4, done)
-        wait_for_step(counters, 4, batch)
-        # 5: activated = gelu(c_fc(normed)).
-        done = 0
-        rows = claim(counters, 5, inner, smallest_claim(c_fc_weight), workers)
-        while rows[0] < rows[1]:
-            project_chunk[use_bf16_dot](c_fc_weight, rows[0], rows[1], batch, normed, normed16, activated)
-            for b in range(batch):
-                for n in range(rows[0], rows[1]):
-                    var a = gelu_tanh(activated[b * inner + n] + at(c_fc_bias, n))
-                    activated[b * inner + n] = a
-                    activated16[b * inner + n] = a.cast[DType.bfloat16]()
-            done += rows[1] - rows[0]
-            rows = claim(counters, 5, inner, smallest_claim(c_fc_weight), workers)
-        finished(counters, 5, done)
-        wait_for_step(counters, 5, inner)
-        # 6: output = residual + c_proj(activated). The product goes to
-        # `attended`, free since step 3. Nothing follows: no wait.
-        rows = claim(counters, 6, embed, smallest_claim(mlp_proj_weight), workers)
-        while rows[0] < rows[1]:
-            project_chunk[use_bf16_dot](
-                mlp_proj_weight, rows[0], rows[1], batch, activated, activated16, attended
-            )
-            for b in range(batch):
-                for n in range(rows[0], rows[1]):
-                    o_ptr[b * o_strides[0] + n * o_strides[2]] = (
-                        residual[b * embed + n] + attended[b * embed + n] + at(mlp_proj_bias, n)
+        for block in range(blocks):
+            var p = weights + BLOCK_PARAMETERS * block
+            var c = counters + 2 * STEPS * block * COUNTER_STRIDE
+            var layer = first + block
+            # 0: layer norm 1, a row of the batch at a time.
+            var done = 0
+            var rows = claim(c, 0, batch, 1, workers)
+            while rows[0] < rows[1]:
+                for b in range(rows[0], rows[1]):
+                    layer_norm_row(
+                        residual + b * embed, p[LN_1_WEIGHT], p[LN_1_BIAS], eps[2 * block],
+                        normed + b * embed, normed16 + b * embed, embed,
                     )
-            rows = claim(counters, 6, embed, smallest_claim(mlp_proj_weight), workers)
+                done += rows[1] - rows[0]
+                rows = claim(c, 0, batch, 1, workers)
+            finished(c, 0, done)
+            wait_for_step(c, 0, batch)
+            # 1: qkv = c_attn(normed).
+            done = 0
+            rows = claim(c, 1, 3 * embed, claim_embed, workers)
+            while rows[0] < rows[1]:
+                project_chunk[use_bf16_dot](
+                    p[C_ATTN_WEIGHT], 3 * embed, embed, rows[0], rows[1], batch, normed, normed16, qkv
+                )
+                for b in range(batch):
+                    for n in range(rows[0], rows[1]):
+                        qkv[b * 3 * embed + n] += p[C_ATTN_BIAS][n].cast[DType.float32]()
+                done += rows[1] - rows[0]
+                rows = claim(c, 1, 3 * embed, claim_embed, workers)
+            finished(c, 1, done)
+            wait_for_step(c, 1, 3 * embed)
+            # 2: attention, a (sequence, head) at a time: this token's key and
+            # value into the caches, then the head's output over 0..position.
+            done = 0
+            rows = claim(c, 2, batch * heads, 1, workers)
+            while rows[0] < rows[1]:
+                for bh in range(rows[0], rows[1]):
+                    var b = bh // heads
+                    var h = bh % heads
+                    var slot = ((layer * batch + b) * heads + h) * context * head_dim
+                    var query = qkv + b * 3 * embed + h * head_dim
+                    for d in range(head_dim):
+                        kc[slot + position * head_dim + d] = query[embed + d]
+                        vc[slot + position * head_dim + d] = query[2 * embed + d]
+                    var head_out = attended + b * embed + h * head_dim
+                    attend_one_head(kc + slot, vc + slot, query, head_out, head_dim, position)
+                    for d in range(head_dim):
+                        attended16[b * embed + h * head_dim + d] = head_out[d].cast[DType.bfloat16]()
+                done += rows[1] - rows[0]
+                rows = claim(c, 2, batch * heads, 1, workers)
+            finished(c, 2, done)
+            wait_for_step(c, 2, batch * heads)
+            # 3: residual += c_proj(attended). The product goes to `normed`,
+            # free until step 4 reads the residual.
+            done = 0
+            rows = claim(c, 3, embed, claim_embed, workers)
+            while rows[0] < rows[1]:
+                project_chunk[use_bf16_dot](
+                    p[ATTN_PROJ_WEIGHT], embed, embed, rows[0], rows[1], batch, attended, attended16, normed
+                )
+                for b in range(batch):
+                    for n in range(rows[0], rows[1]):
+                        residual[b * embed + n] += normed[b * embed + n] + p[ATTN_PROJ_BIAS][n].cast[DType.float32]()
+                done += rows[1] - rows[0]
+                rows = claim(c, 3, embed, claim_embed, workers)
+            finished(c, 3, done)
+            wait_for_step(c, 3, embed)
+            # 4: layer norm 2.
+            done = 0
+            rows = claim(c, 4, batch, 1, workers)
+            while rows[0] < rows[1]:
+                for b in range(rows[0], rows[1]):
+                    layer_norm_row(
+                        residual + b * embed, p[LN_2_WEIGHT], p[LN_2_BIAS], eps[2 * block + 1],
+                        normed + b * embed, normed16 + b * embed, embed,
+                    )
+                done += rows[1] - rows[0]
+                rows = claim(c, 4, batch, 1, workers)
+            finished(c, 4, done)
+            wait_for_step(c, 4, batch)
+            # 5: activated = gelu(c_fc(normed)).
+            done = 0
+            rows = claim(c, 5, inner, claim_embed, workers)
+            while rows[0] < rows[1]:
+                project_chunk[use_bf16_dot](
+                    p[C_FC_WEIGHT], inner, embed, rows[0], rows[1], batch, normed, normed16, activated
+                )
+                for b in range(batch):
+                    for n in range(rows[0], rows[1]):
+                        var a = gelu_tanh(activated[b * inner + n] + p[C_FC_BIAS][n].cast[DType.float32]())
+                        activated[b * inner + n] = a
+                        activated16[b * inner + n] = a.cast[DType.bfloat16]()
+                done += rows[1] - rows[0]
+                rows = claim(c, 5, inner, claim_embed, workers)
+            finished(c, 5, done)
+            wait_for_step(c, 5, inner)
+            # 6: residual += c_proj(activated), the product in `attended`
+            # (free since step 3); after the last block, the output.
+            done = 0
+            var last_block = block == blocks - 1
+            rows = claim(c, 6, embed, claim_inner, workers)
+            while rows[0] < rows[1]:
+                project_chunk[use_bf16_dot](
+                    p[MLP_PROJ_WEIGHT], embed, inner, rows[0], rows[1], batch, activated, activated16, attended
+                )
+                for b in range(batch):
+                    for n in range(rows[0], rows[1]):
+                        var sum = residual[b * embed + n] + attended[b * embed + n] + p[MLP_PROJ_BIAS][n].cast[DType.float32]()
+                        residual[b * embed + n] = sum
+                        if last_block:
+                            o_ptr[b * o_strides[0] + n * o_strides[2]] = sum
+                done += rows[1] - rows[0]
+                rows = claim(c, 6, embed, claim_inner, workers)
+            if not last_block:  # the next block's layer norm reads all of it
+                finished(c, 6, done)
+                wait_for_step(c, 6, embed)
 
     parallelize(worker, workers)
+    weights.free()
+    dims.free()
     residual.free()
     normed.free()
     normed16.free()
@@ -927,10 +1004,11 @@ def decode_block[
     counters.free()
 
 
-@extensibility.register("gpt2_decode_block")
-struct DecodeBlock:
-    """One decoded token through one GPT-2 block (decode_block), bfloat16
-    weights through the CPU's dot products where the kernels have them."""
+@extensibility.register("gpt2_decode_blocks")
+struct DecodeBlocks:
+    """One decoded token through one or more GPT-2 blocks in a row
+    (decode_blocks), bfloat16 weights through the CPU's dot products where
+    the kernels have them."""
 
     @staticmethod
     def execute[
@@ -940,35 +1018,21 @@ struct DecodeBlock:
         key_cache: MutableInputTensor[dtype = DType.float32, rank=5, ...],
         value_cache: MutableInputTensor[dtype = DType.float32, rank=5, ...],
         hidden: InputTensor[dtype = DType.float32, rank=3, ...],
-        ln_1_weight: InputTensor[rank=1, ...],
-        ln_1_bias: InputTensor[rank=1, ...],
-        c_attn_weight: InputTensor[rank=2, ...],
-        c_attn_bias: InputTensor[rank=1, ...],
-        attn_proj_weight: InputTensor[rank=2, ...],
-        attn_proj_bias: InputTensor[rank=1, ...],
-        ln_2_weight: InputTensor[rank=1, ...],
-        ln_2_bias: InputTensor[rank=1, ...],
-        c_fc_weight: InputTensor[rank=2, ...],
-        c_fc_bias: InputTensor[rank=1, ...],
-        mlp_proj_weight: InputTensor[rank=2, ...],
-        mlp_proj_bias: InputTensor[rank=1, ...],
         epsilon: InputTensor[dtype = DType.float32, rank=1, ...],
         start: InputTensor[dtype = DType.int64, rank=1, ...],
-        layer_index: InputTensor[dtype = DType.int64, rank=1, ...],
+        first_layer: InputTensor[dtype = DType.int64, rank=1, ...],
+        parameters: InputVariadicTensors[rank=2, ...],
     ) raises:
-        decode_block[HAS_BF16_DOT](
-            output, key_cache, value_cache, hidden, ln_1_weight, ln_1_bias,
-            c_attn_weight, c_attn_bias, attn_proj_weight, attn_proj_bias,
-            ln_2_weight, ln_2_bias, c_fc_weight, c_fc_bias, mlp_proj_weight,
-            mlp_proj_bias, epsilon, start, layer_index,
+        decode_blocks[HAS_BF16_DOT](
+            output, key_cache, value_cache, hidden, epsilon, start, first_layer, parameters
         )
 
 
-@extensibility.register("gpt2_decode_block_widening")
-struct DecodeBlockWidening:
-    """gpt2_decode_block with bfloat16 weights widened to float32 whatever the
-    machine: the path of a CPU without AVX512_BF16, for the tests and the
-    benchmark on one that has them."""
+@extensibility.register("gpt2_decode_blocks_widening")
+struct DecodeBlocksWidening:
+    """gpt2_decode_blocks with bfloat16 weights widened to float32 whatever
+    the machine: the path of a CPU without AVX512_BF16, for the tests and
+    the benchmark on one that has them."""
 
     @staticmethod
     def execute[
@@ -978,25 +1042,11 @@ struct DecodeBlockWidening:
         key_cache: MutableInputTensor[dtype = DType.float32, rank=5, ...],
         value_cache: MutableInputTensor[dtype = DType.float32, rank=5, ...],
         hidden: InputTensor[dtype = DType.float32, rank=3, ...],
-        ln_1_weight: InputTensor[rank=1, ...],
-        ln_1_bias: InputTensor[rank=1, ...],
-        c_attn_weight: InputTensor[rank=2, ...],
-        c_attn_bias: InputTensor[rank=1, ...],
-        attn_proj_weight: InputTensor[rank=2, ...],
-        attn_proj_bias: InputTensor[rank=1, ...],
-        ln_2_weight: InputTensor[rank=1, ...],
-        ln_2_bias: InputTensor[rank=1, ...],
-        c_fc_weight: InputTensor[rank=2, ...],
-        c_fc_bias: InputTensor[rank=1, ...],
-        mlp_proj_weight: InputTensor[rank=2, ...],
-        mlp_proj_bias: InputTensor[rank=1, ...],
         epsilon: InputTensor[dtype = DType.float32, rank=1, ...],
         start: InputTensor[dtype = DType.int64, rank=1, ...],
-        layer_index: InputTensor[dtype = DType.int64, rank=1, ...],
+        first_layer: InputTensor[dtype = DType.int64, rank=1, ...],
+        parameters: InputVariadicTensors[rank=2, ...],
     ) raises:
-        decode_block[False](
-            output, key_cache, value_cache, hidden, ln_1_weight, ln_1_bias,
-            c_attn_weight, c_attn_bias, attn_proj_weight, attn_proj_bias,
-            ln_2_weight, ln_2_bias, c_fc_weight, c_fc_bias, mlp_proj_weight,
-            mlp_proj_bias, epsilon, start, layer_index,
+        decode_blocks[False](
+            output, key_cache, value_cache, hidden, epsilon, start, first_layer, parameters
         )
