@@ -118,9 +118,9 @@ def test_too_long_a_request_is_refused(fast) -> None:
 
 
 # bfloat16 keeps 8 bits of mantissa: each weight is rounded to a relative
-# 2**-9 = 0.2%. The fast model keeps activations, the cache and the logits in
-# float32; on a CPU with bfloat16 dot products each projection's input is
-# rounded to bfloat16 as well, as it enters the kernel. The rounding errors of
+# 2**-9 = 0.2%, and so is each cached key and value. The fast model keeps
+# activations and the logits in float32; on a CPU with bfloat16 dot products
+# each projection's input is rounded to bfloat16 as well, as it enters the kernel. The rounding errors of
 # a sum of products add up like a random walk, so the logits move by a small
 # fraction of their spread (max |logit - mean|). Measured on this fixture:
 # at most about 1% of the spread (printed by the test, run with -s); the
@@ -145,6 +145,22 @@ def test_bfloat16_logits_are_close_to_float32(tutorial, fast_bf16) -> None:
         worst = max(worst, error)
         assert error < BF16_LOGIT_TOLERANCE, (prompt, error)
     print(f"bfloat16 logits: largest error {worst:.2%} of the float32 logits' spread")
+
+
+def test_bfloat16_cached_decode_is_close_to_float32(tutorial, fast_bf16) -> None:
+    """Decoded tokens read the keys and values of the positions before them
+    from the caches, which hold bfloat16 with bfloat16 weights (a prompt's
+    attention uses its own float32 keys): each step's logits stay within
+    the tolerance of the tutorial model's on the whole prefix."""
+    from max.dtype import DType
+
+    assert fast_bf16.key_cache.dtype == fast_bf16.value_cache.dtype == DType.bfloat16
+    fast_bf16.logits(PROMPT[:3])
+    for position in range(3, len(PROMPT)):
+        ours = fast_bf16.logits([PROMPT[position]], start=position)
+        reference = tutorial_logits(tutorial, PROMPT[: position + 1])[-1]
+        error = np.abs(ours - reference).max() / np.abs(reference - reference.mean()).max()
+        assert error < BF16_LOGIT_TOLERANCE, (position, error)
 
 
 def test_bfloat16_greedy_agrees_with_float32(tutorial, fast_bf16) -> None:

@@ -499,14 +499,14 @@ def linear_rows_bf16_dot(
 struct CacheWrite:
     """Writes new keys and values [batch, heads, seq, head_dim] into one
     layer's slots of the caches [layers, batch, heads, context, head_dim],
-    at positions start .. start + seq."""
+    at positions start .. start + seq, rounded to the caches' dtype."""
 
     @staticmethod
     def execute[
         target: StaticString
     ](
-        key_cache: MutableInputTensor[dtype = DType.float32, rank=5, ...],
-        value_cache: MutableInputTensor[dtype = DType.float32, rank=5, ...],
+        key_cache: MutableInputTensor[rank=5, ...],
+        value_cache: MutableInputTensor[rank=5, ...],
         key: InputTensor[dtype = DType.float32, rank=4, ...],
         value: InputTensor[dtype = DType.float32, rank=4, ...],
         start: InputTensor[dtype = DType.int64, rank=1, ...],
@@ -533,8 +533,10 @@ struct CacheWrite:
                 for s in range(seq):
                     for d in range(head_dim):
                         var cached = (slot + s) * head_dim + d
-                        kc[cached] = k_ptr[b * ks[0] + h * ks[1] + s * ks[2] + d * ks[3]]
-                        vc[cached] = v_ptr[b * vs[0] + h * vs[1] + s * vs[2] + d * vs[3]]
+                        var k = k_ptr[b * ks[0] + h * ks[1] + s * ks[2] + d * ks[3]]
+                        var v = v_ptr[b * vs[0] + h * vs[1] + s * vs[2] + d * vs[3]]
+                        kc[cached] = k.cast[key_cache.dtype]()
+                        vc[cached] = v.cast[value_cache.dtype]()
 
 
 # --- one decoded token through all the transformer blocks, in one call -----
@@ -695,16 +697,19 @@ def smallest_claim[wtype: DType](n_in: Int) -> Int:
     return max(1, CLAIM_BYTES // (n_in * size_of[wtype]()))
 
 
-def attend_one_head(
-    key_cache: UnsafePointer[Float32, _],
-    value_cache: UnsafePointer[Float32, _],
+def attend_one_head[
+    ctype: DType
+](
+    key_cache: UnsafePointer[Scalar[ctype], _],
+    value_cache: UnsafePointer[Scalar[ctype], _],
     query: UnsafePointer[Float32, _],
     dest: UnsafePointer[mut=True, Float32, _],
     head_dim: Int,
     position: Int,
 ):
     """dest = softmax(q . k_t / sqrt(head_dim)) over t = 0..position, times v_t;
-    key_cache and value_cache point at this head's [context, head_dim].
+    key_cache and value_cache point at this head's [context, head_dim]
+    (float32, or bfloat16 widened as it is read).
     The softmax is computed online (a running max and sum), in one pass over
     the cache, accumulating straight into `dest`."""
     var scale = Float32(1.0) / sqrt(Float32(head_dim))
@@ -718,10 +723,11 @@ def attend_one_head(
         var v_row = value_cache + t * head_dim
         var dot = SIMD[DType.float32, WIDTH](0)
         for d in range(0, vector_end, WIDTH):
-            dot += (query + d).load[width=WIDTH]() * (k_row + d).load[width=WIDTH]()
+            var k = (k_row + d).load[width=WIDTH]().cast[DType.float32]()
+            dot += (query + d).load[width=WIDTH]() * k
         var score = dot.reduce_add()
         for d in range(vector_end, head_dim):
-            score += query[d] * k_row[d]
+            score += query[d] * k_row[d].cast[DType.float32]()
         score *= scale
         var new_max = max(running_max, score)
         var correction = exp(running_max - new_max)
@@ -729,9 +735,10 @@ def attend_one_head(
         running_sum = running_sum * correction + weight
         for d in range(0, vector_end, WIDTH):
             var old = (dest + d).load[width=WIDTH]()
-            (dest + d).store(old * correction + weight * (v_row + d).load[width=WIDTH]())
+            var v = (v_row + d).load[width=WIDTH]().cast[DType.float32]()
+            (dest + d).store(old * correction + weight * v)
         for d in range(vector_end, head_dim):
-            dest[d] = dest[d] * correction + weight * v_row[d]
+            dest[d] = dest[d] * correction + weight * v_row[d].cast[DType.float32]()
         running_max = new_max
     for d in range(head_dim):
         dest[d] /= running_sum
@@ -786,8 +793,8 @@ def decode_blocks[
     use_bf16_dot: Bool
 ](
     output: OutputTensor[dtype = DType.float32, rank=3, ...],
-    key_cache: MutableInputTensor[dtype = DType.float32, rank=5, ...],
-    value_cache: MutableInputTensor[dtype = DType.float32, rank=5, ...],
+    key_cache: MutableInputTensor[rank=5, ...],
+    value_cache: MutableInputTensor[rank=5, ...],
     hidden: InputTensor[dtype = DType.float32, rank=3, ...],
     epsilon: InputTensor[dtype = DType.float32, rank=1, ...],
     start: InputTensor[dtype = DType.int64, rank=1, ...],
@@ -801,6 +808,7 @@ def decode_blocks[
     head_dim]. epsilon holds each block's two layer norms' epsilons."""
     comptime wtype = parameters.dtype
     comptime count = parameters.size
+    comptime ctype = key_cache.dtype  # the caches' (float32 or bfloat16)
     var batch = hidden.dim_size(0)
     var embed = hidden.dim_size(2)
     var heads = key_cache.dim_size(2)
@@ -820,6 +828,8 @@ def decode_blocks[
         raise Error("gpt2_decode_blocks: hidden must be [batch, 1, heads * head_dim]")
     if key_cache.dim_size(1) != batch or value_cache.dim_size(1) != batch:
         raise Error("gpt2_decode_blocks: the caches must hold the same batch as hidden")
+    comptime if value_cache.dtype != ctype:
+        raise Error("gpt2_decode_blocks: the key and value caches must have one dtype")
     if epsilon.dim_size(0) != 2 * blocks:
         raise Error("gpt2_decode_blocks: epsilon must hold two layer norms' epsilons a block")
 
@@ -866,7 +876,7 @@ def decode_blocks[
     var o_strides = output.strides()
     var o_ptr = output.unsafe_ptr()
     var kc = key_cache.unsafe_ptr()
-    var vc = value_cache.unsafe_ptr()
+    var vc = value_cache.unsafe_ptr().bitcast[Scalar[ctype]]()
     var claim_embed = smallest_claim[wtype](embed)
     var claim_inner = smallest_claim[wtype](inner)
 
@@ -915,8 +925,8 @@ def decode_blocks[
                     var slot = ((layer * batch + b) * heads + h) * context * head_dim
                     var query = qkv + b * 3 * embed + h * head_dim
                     for d in range(head_dim):
-                        kc[slot + position * head_dim + d] = query[embed + d]
-                        vc[slot + position * head_dim + d] = query[2 * embed + d]
+                        kc[slot + position * head_dim + d] = query[embed + d].cast[ctype]()
+                        vc[slot + position * head_dim + d] = query[2 * embed + d].cast[ctype]()
                     var head_out = attended + b * embed + h * head_dim
                     attend_one_head(kc + slot, vc + slot, query, head_out, head_dim, position)
                     for d in range(head_dim):
@@ -1015,8 +1025,8 @@ struct DecodeBlocks:
         target: StaticString
     ](
         output: OutputTensor[dtype = DType.float32, rank=3, ...],
-        key_cache: MutableInputTensor[dtype = DType.float32, rank=5, ...],
-        value_cache: MutableInputTensor[dtype = DType.float32, rank=5, ...],
+        key_cache: MutableInputTensor[rank=5, ...],
+        value_cache: MutableInputTensor[rank=5, ...],
         hidden: InputTensor[dtype = DType.float32, rank=3, ...],
         epsilon: InputTensor[dtype = DType.float32, rank=1, ...],
         start: InputTensor[dtype = DType.int64, rank=1, ...],
@@ -1039,8 +1049,8 @@ struct DecodeBlocksWidening:
         target: StaticString
     ](
         output: OutputTensor[dtype = DType.float32, rank=3, ...],
-        key_cache: MutableInputTensor[dtype = DType.float32, rank=5, ...],
-        value_cache: MutableInputTensor[dtype = DType.float32, rank=5, ...],
+        key_cache: MutableInputTensor[rank=5, ...],
+        value_cache: MutableInputTensor[rank=5, ...],
         hidden: InputTensor[dtype = DType.float32, rank=3, ...],
         epsilon: InputTensor[dtype = DType.float32, rank=1, ...],
         start: InputTensor[dtype = DType.int64, rank=1, ...],
