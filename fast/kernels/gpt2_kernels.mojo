@@ -643,10 +643,16 @@ def layer_norm_row[
         squares += (x[i] - mean) * (x[i] - mean)
     var inverse = Float32(1) / sqrt(squares / Float32(width) + epsilon)
     for i in range(width):
-        var scaled = (x[i] - mean) * inverse * weight[i].cast[DType.float32]()
-        var y = scaled + bias[i].cast[DType.float32]()
+        var scaled = (x[i] - mean) * inverse * at(weight, i)
+        var y = scaled + at(bias, i)
         out32[i] = y
         out16[i] = y.cast[DType.bfloat16]()
+
+
+@always_inline
+def at[wtype: DType](vector: UnsafePointer[Scalar[wtype], _], index: Int) -> Float32:
+    """vector[index] as float32, whatever its dtype."""
+    return vector[index].cast[DType.float32]()
 
 
 @always_inline
@@ -905,11 +911,12 @@ def decode_blocks[
             rows = claim(c, 1, 3 * embed, claim_embed, workers)
             while rows[0] < rows[1]:
                 project_chunk[use_bf16_dot](
-                    p[C_ATTN_WEIGHT], 3 * embed, embed, rows[0], rows[1], batch, normed, normed16, qkv
+                    p[C_ATTN_WEIGHT], 3 * embed, embed, rows[0], rows[1], batch,
+                    normed, normed16, qkv,
                 )
                 for b in range(batch):
                     for n in range(rows[0], rows[1]):
-                        qkv[b * 3 * embed + n] += p[C_ATTN_BIAS][n].cast[DType.float32]()
+                        qkv[b * 3 * embed + n] += at(p[C_ATTN_BIAS], n)
                 done += rows[1] - rows[0]
                 rows = claim(c, 1, 3 * embed, claim_embed, workers)
             finished(c, 1, done)
@@ -929,8 +936,9 @@ def decode_blocks[
                         vc[slot + position * head_dim + d] = query[2 * embed + d].cast[ctype]()
                     var head_out = attended + b * embed + h * head_dim
                     attend_one_head(kc + slot, vc + slot, query, head_out, head_dim, position)
+                    var head_out16 = attended16 + b * embed + h * head_dim
                     for d in range(head_dim):
-                        attended16[b * embed + h * head_dim + d] = head_out[d].cast[DType.bfloat16]()
+                        head_out16[d] = head_out[d].cast[DType.bfloat16]()
                 done += rows[1] - rows[0]
                 rows = claim(c, 2, batch * heads, 1, workers)
             finished(c, 2, done)
@@ -941,11 +949,13 @@ def decode_blocks[
             rows = claim(c, 3, embed, claim_embed, workers)
             while rows[0] < rows[1]:
                 project_chunk[use_bf16_dot](
-                    p[ATTN_PROJ_WEIGHT], embed, embed, rows[0], rows[1], batch, attended, attended16, normed
+                    p[ATTN_PROJ_WEIGHT], embed, embed, rows[0], rows[1], batch,
+                    attended, attended16, normed,
                 )
                 for b in range(batch):
                     for n in range(rows[0], rows[1]):
-                        residual[b * embed + n] += normed[b * embed + n] + p[ATTN_PROJ_BIAS][n].cast[DType.float32]()
+                        var product = normed[b * embed + n]
+                        residual[b * embed + n] += product + at(p[ATTN_PROJ_BIAS], n)
                 done += rows[1] - rows[0]
                 rows = claim(c, 3, embed, claim_embed, workers)
             finished(c, 3, done)
@@ -968,11 +978,12 @@ def decode_blocks[
             rows = claim(c, 5, inner, claim_embed, workers)
             while rows[0] < rows[1]:
                 project_chunk[use_bf16_dot](
-                    p[C_FC_WEIGHT], inner, embed, rows[0], rows[1], batch, normed, normed16, activated
+                    p[C_FC_WEIGHT], inner, embed, rows[0], rows[1], batch,
+                    normed, normed16, activated,
                 )
                 for b in range(batch):
                     for n in range(rows[0], rows[1]):
-                        var a = gelu_tanh(activated[b * inner + n] + p[C_FC_BIAS][n].cast[DType.float32]())
+                        var a = gelu_tanh(activated[b * inner + n] + at(p[C_FC_BIAS], n))
                         activated[b * inner + n] = a
                         activated16[b * inner + n] = a.cast[DType.bfloat16]()
                 done += rows[1] - rows[0]
@@ -986,11 +997,13 @@ def decode_blocks[
             rows = claim(c, 6, embed, claim_inner, workers)
             while rows[0] < rows[1]:
                 project_chunk[use_bf16_dot](
-                    p[MLP_PROJ_WEIGHT], embed, inner, rows[0], rows[1], batch, activated, activated16, attended
+                    p[MLP_PROJ_WEIGHT], embed, inner, rows[0], rows[1], batch,
+                    activated, activated16, attended,
                 )
                 for b in range(batch):
                     for n in range(rows[0], rows[1]):
-                        var sum = residual[b * embed + n] + attended[b * embed + n] + p[MLP_PROJ_BIAS][n].cast[DType.float32]()
+                        var product = attended[b * embed + n]
+                        var sum = residual[b * embed + n] + product + at(p[MLP_PROJ_BIAS], n)
                         residual[b * embed + n] = sum
                         if last_block:
                             o_ptr[b * o_strides[0] + n * o_strides[2]] = sum
