@@ -47,6 +47,7 @@ from max.experimental.nn import Linear
 from max.experimental.tensor import Tensor, default_device, default_dtype
 from max.graph import BufferType, Graph, TensorType
 
+from fast.bfloat16 import to_bfloat16
 from solutions.solution_02 import causal_mask
 from solutions.solution_13 import MaxGPT2LMHeadModel
 from solutions.solution_14 import sample_next_token
@@ -84,7 +85,7 @@ class FastGPT2(MaxGPT2LMHeadModel):
     always run on an empty cache (start = 0).
 
     `use_kernels` (the default on the CPU) runs a decoded token's blocks
-    (one call of our kernel each) and a prompt's projections through
+    (one call of our kernel for all of them) and a prompt's projections through
     fast/kernels/gpt2_kernels.mojo, with float32 activations whatever the
     weights' dtype; without it every operation is one of MAX's own, in the
     weights' dtype (the path for accelerators). `bf16_dot` False widens
@@ -257,16 +258,17 @@ def kernels_built_for() -> tuple[bool, int]:
     return bool(bf16_dot), int(width)
 
 
-def _bias(layer: Linear, device) -> Tensor:
-    """The layer's bias as stored, or zeros in its weight's dtype for
-    Linear(bias=False) (which holds a 0)."""
+def _bias(layer: Linear, device, dtype: DType | None = None) -> Tensor:
+    """The layer's bias as stored, or zeros for Linear(bias=False) (which
+    holds a 0), in `dtype` (by default its weight's)."""
     if isinstance(layer.bias, Tensor):
         return layer.bias
-    return Tensor.zeros([layer.weight.shape[0]], dtype=layer.weight.dtype, device=device)
+    zeros_dtype = layer.weight.dtype if dtype is None else dtype
+    return Tensor.zeros([layer.weight.shape[0]], dtype=zeros_dtype, device=device)
 
 
 def _f32_bias(layer: Linear, device) -> Tensor:
-    return _f32(_bias(layer, device))
+    return _f32(_bias(layer, device, FLOAT32))
 
 
 def linear_rows(
@@ -319,13 +321,7 @@ def _kernel_library() -> Path | None:
     return None if Graph.current.kernel_libraries_paths else KERNELS
 
 
-def _kernel(
-    name: str,
-    values: list,
-    layer: int,
-    out_type: TensorType | None = None,
-    parameters: Sequence[Tensor] = (),
-):
+def _kernel(name: str, values: list, layer: int, out_type=None, parameters: Sequence = ()):
     """One of our in-place cache kernels from transformer layer `layer` on:
     its `values`, the layer, then the blocks' `parameters`."""
     device = values[0].device
@@ -361,33 +357,12 @@ def load(
     state = to_max_layout(read_tensors(directory))
     check_against(state, {n: tuple(int(d) for d in t.shape) for n, t in model.parameters})
     if dtype == DType.bfloat16:
-        state = _to_bfloat16(state)
+        state = to_bfloat16(state)
     model.load_state_dict(state)
     model.device = device  # where the graphs' inputs go (a Module says CPU() until told)
     model.use_kernels = device == CPU() if use_kernels is None else use_kernels
     model.bf16_dot = bf16_dot
     return model
-
-
-def _to_bfloat16(state: dict[str, np.ndarray]) -> dict[str, Buffer]:
-    """float32 arrays -> bfloat16 buffers, rounded to nearest even, in NumPy.
-    (MAX would cast them with a graph that its eager interpreter refuses on
-    the CPU, compiling one instead.) Arrays shared by two names (the tied
-    head) stay shared."""
-    converted: dict[int, Buffer] = {}
-    for array in state.values():
-        if id(array) not in converted:
-            buffer = Buffer.from_numpy(bfloat16_bits(array))
-            converted[id(array)] = buffer.view(DType.bfloat16, array.shape)
-    return {name: converted[id(array)] for name, array in state.items()}
-
-
-def bfloat16_bits(array: np.ndarray) -> np.ndarray:
-    """`array` rounded to the nearest bfloat16 (ties to even): its bits, as
-    uint16. bfloat16 is float32's upper half: add half of the dropped lower
-    half (ties to even), then drop it."""
-    bits = np.ascontiguousarray(array, dtype=np.float32).view(np.uint32)
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
 
 
 class FastGenerator:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from common import max_runtime
+from fast import bfloat16
 from fast import gpt2 as fast_gpt2
 from solutions.solution_14 import generate_tokens
 from solutions.solution_15 import load_pretrained
@@ -255,7 +256,7 @@ def bfloat16_bits(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def rounded_to_bfloat16(x: np.ndarray) -> np.ndarray:
     """x rounded to the nearest bfloat16 (ties to even), as float32: what
     the dot-product path does to its rows before multiplying."""
-    return (fast_gpt2.bfloat16_bits(x).astype(np.uint32) << 16).view(np.float32)
+    return (bfloat16.bfloat16_bits(x).astype(np.uint32) << 16).view(np.float32)
 
 
 @pytest.mark.parametrize(("dtype_name", "kernel"), ROW_KERNELS)
