@@ -121,8 +121,9 @@ def test_too_long_a_request_is_refused(fast) -> None:
 # bfloat16 keeps 8 bits of mantissa: each weight is rounded to a relative
 # 2**-9 = 0.2%, and so is each cached key and value. The fast model keeps
 # activations and the logits in float32; on a CPU with bfloat16 dot products
-# each projection's input is rounded to bfloat16 as well, as it enters the kernel. The rounding errors of
-# a sum of products add up like a random walk, so the logits move by a small
+# each projection's input is rounded to bfloat16 as well, as it enters the
+# kernel. The rounding errors of a sum of products add up like a random
+# walk, so the logits move by a small
 # fraction of their spread (max |logit - mean|). Measured on this fixture:
 # at most about 1% of the spread (printed by the test, run with -s); the
 # tolerance is 5%, a margin for other machines' summation order.

@@ -375,10 +375,10 @@ def linear_rows_widening[width: Int = WIDTH](
     var workers = num_physical_cores()
 
     def worker(index: Int) {var}:
-        var rows = claim(claims, 0, n_out, smallest_claim[weight.dtype](weight.dim_size(1)), workers)
+        var rows = claim(claims, 0, n_out, smallest_claim(weight), workers)
         while rows[0] < rows[1]:
             rows_between(rows[0], rows[1])
-            rows = claim(claims, 0, n_out, smallest_claim[weight.dtype](weight.dim_size(1)), workers)
+            rows = claim(claims, 0, n_out, smallest_claim(weight), workers)
 
     parallelize(worker, workers)
     claims.free()
@@ -482,7 +482,7 @@ def linear_rows_bf16_dot(
     var claims = new_counters(1)
     var workers = num_physical_cores()
     var groups = ceildiv(n_out, BF16_TILE)
-    var smallest = ceildiv(smallest_claim[weight.dtype](weight.dim_size(1)), BF16_TILE)
+    var smallest = ceildiv(smallest_claim(weight), BF16_TILE)
 
     def worker(index: Int) {var}:
         var span = claim(claims, 0, groups, smallest, workers)
@@ -703,6 +703,12 @@ def smallest_claim[wtype: DType](n_in: Int) -> Int:
     return max(1, CLAIM_BYTES // (n_in * size_of[wtype]()))
 
 
+@always_inline
+def smallest_claim(weight: InputTensor[rank=2, ...]) -> Int:
+    """The smallest claim of a [out, in] weight's rows."""
+    return smallest_claim[weight.dtype](weight.dim_size(1))
+
+
 def attend_one_head[
     ctype: DType
 ](
@@ -774,17 +780,18 @@ def block_shapes_error(
     """Why the blocks' parameters do not fit GPT-2 blocks of width `embed`
     and MLP width `inner`, or "" when they do. dims holds each parameter's
     [rows, columns]."""
+    # (parameter, rows, columns) as a GPT-2 block holds them: one list for
+    # every block, built once a call.
+    var expected: List[Tuple[Int, Int, Int]] = [
+        (LN_1_WEIGHT, 1, embed), (LN_1_BIAS, 1, embed),
+        (C_ATTN_WEIGHT, 3 * embed, embed), (C_ATTN_BIAS, 1, 3 * embed),
+        (ATTN_PROJ_WEIGHT, embed, embed), (ATTN_PROJ_BIAS, 1, embed),
+        (LN_2_WEIGHT, 1, embed), (LN_2_BIAS, 1, embed),
+        (C_FC_WEIGHT, inner, embed), (C_FC_BIAS, 1, inner),
+        (MLP_PROJ_WEIGHT, embed, inner), (MLP_PROJ_BIAS, 1, embed),
+    ]
     for block in range(blocks):
         var d = dims + 2 * BLOCK_PARAMETERS * block
-        # (parameter, rows, columns) as a GPT-2 block holds them.
-        var expected: List[Tuple[Int, Int, Int]] = [
-            (LN_1_WEIGHT, 1, embed), (LN_1_BIAS, 1, embed),
-            (C_ATTN_WEIGHT, 3 * embed, embed), (C_ATTN_BIAS, 1, 3 * embed),
-            (ATTN_PROJ_WEIGHT, embed, embed), (ATTN_PROJ_BIAS, 1, embed),
-            (LN_2_WEIGHT, 1, embed), (LN_2_BIAS, 1, embed),
-            (C_FC_WEIGHT, inner, embed), (C_FC_BIAS, 1, inner),
-            (MLP_PROJ_WEIGHT, embed, inner), (MLP_PROJ_BIAS, 1, embed),
-        ]
         for entry in expected:
             var k = entry[0]
             if d[2 * k] != entry[1] or d[2 * k + 1] != entry[2]:
