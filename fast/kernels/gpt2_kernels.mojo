@@ -375,10 +375,10 @@ def linear_rows_widening[width: Int = WIDTH](
     var workers = num_physical_cores()
 
     def worker(index: Int) {var}:
-        var rows = claim(claims, 0, n_out, smallest_claim(weight), workers)
+        var rows = claim(claims, 0, n_out, smallest_claim(weight), workers, STREAMS)
         while rows[0] < rows[1]:
             rows_between(rows[0], rows[1])
-            rows = claim(claims, 0, n_out, smallest_claim(weight), workers)
+            rows = claim(claims, 0, n_out, smallest_claim(weight), workers, STREAMS)
 
     parallelize(worker, workers)
     claims.free()
@@ -485,10 +485,10 @@ def linear_rows_bf16_dot(
     var smallest = ceildiv(smallest_claim(weight), BF16_TILE)
 
     def worker(index: Int) {var}:
-        var span = claim(claims, 0, groups, smallest, workers)
+        var span = claim(claims, 0, groups, smallest, workers, STREAMS // BF16_TILE)
         while span[0] < span[1]:
             rows_between(span[0] * BF16_TILE, min(span[1] * BF16_TILE, n_out))
-            span = claim(claims, 0, groups, smallest, workers)
+            span = claim(claims, 0, groups, smallest, workers, STREAMS // BF16_TILE)
 
     parallelize(worker, workers)
     claims.free()
@@ -560,7 +560,9 @@ struct CacheWrite:
 # always ends. A claim takes what is left over twice the workers (a quarter
 # with two), at least CLAIM_BYTES of weights: few claims, each atomic moving
 # a cache line between cores, and small ones at the end, so that the cores
-# finish a step close together (guided scheduling).
+# finish a step close together (guided scheduling). A claim of weight rows
+# is a whole number of STREAMS rows: the rows left over from a claim's
+# STREAMS parts would each be read alone, in one stream.
 
 comptime CLAIM_BYTES = 32768  # the weight bytes of the smallest claim
 comptime STEPS = 7
@@ -576,15 +578,22 @@ comptime COUNTER_STRIDE = LINE_BYTES // size_of[Int64]()
 
 @always_inline
 def claim(
-    counters: UnsafePointer[mut=True, Int64, _], step: Int, total: Int, smallest: Int, workers: Int
+    counters: UnsafePointer[mut=True, Int64, _],
+    step: Int,
+    total: Int,
+    smallest: Int,
+    workers: Int,
+    granule: Int = 1,
 ) -> IndexList[2]:
     """The next unclaimed rows [first, last) of `step`'s `total`, claimed now:
-    what is left over 2 * workers, at least `smallest` rows; first == last
-    == total once all are claimed."""
+    what is left over 2 * workers, at least `smallest` rows, rounded up to
+    a multiple of `granule` (but at the end); first == last == total once
+    all are claimed."""
     var next = counters + (2 * step) * COUNTER_STRIDE
     var first = Atomic[Int64].load(next)
     while Int(first) < total:
         var size = max(smallest, (total - Int(first)) // (2 * workers))
+        size = ceildiv(size, granule) * granule
         var last = min(total, Int(first) + size)
         if Atomic[Int64].compare_exchange(next, first, Int64(last)):
             return IndexList[2](Int(first), last)
@@ -633,18 +642,32 @@ def layer_norm_row[
     width: Int,
 ):
     """One row's layer norm, in float32 and rounded to bfloat16 (the dot
-    products' input)."""
-    var total = Float32(0)
-    for i in range(width):
+    products' input). In vectors: one core norms the row while the others
+    wait for it, so its three passes are on every block's path."""
+    var vector_end = width - width % WIDTH
+    var sums = SIMD[DType.float32, WIDTH](0)
+    for i in range(0, vector_end, WIDTH):
+        sums += (x + i).load[width=WIDTH]()
+    var total = sums.reduce_add()
+    for i in range(vector_end, width):
         total += x[i]
     var mean = total / Float32(width)
-    var squares = Float32(0)
-    for i in range(width):
-        squares += (x[i] - mean) * (x[i] - mean)
-    var inverse = Float32(1) / sqrt(squares / Float32(width) + epsilon)
-    for i in range(width):
-        var scaled = (x[i] - mean) * inverse * at(weight, i)
-        var y = scaled + at(bias, i)
+    var squares = SIMD[DType.float32, WIDTH](0)
+    for i in range(0, vector_end, WIDTH):
+        var centered = (x + i).load[width=WIDTH]() - mean
+        squares += centered * centered
+    var square_total = squares.reduce_add()
+    for i in range(vector_end, width):
+        square_total += (x[i] - mean) * (x[i] - mean)
+    var inverse = Float32(1) / sqrt(square_total / Float32(width) + epsilon)
+    for i in range(0, vector_end, WIDTH):
+        var w = (weight + i).load[width=WIDTH]().cast[DType.float32]()
+        var b = (bias + i).load[width=WIDTH]().cast[DType.float32]()
+        var y = ((x + i).load[width=WIDTH]() - mean) * inverse * w + b
+        (out32 + i).store(y)
+        (out16 + i).store(y.cast[DType.bfloat16]())
+    for i in range(vector_end, width):
+        var y = (x[i] - mean) * inverse * at(weight, i) + at(bias, i)
         out32[i] = y
         out16[i] = y.cast[DType.bfloat16]()
 
@@ -656,10 +679,36 @@ def at[wtype: DType](vector: UnsafePointer[Scalar[wtype], _], index: Int) -> Flo
 
 
 @always_inline
-def gelu_tanh(x: Float32) -> Float32:
+def gelu_tanh[width: Int](x: SIMD[DType.float32, width]) -> SIMD[DType.float32, width]:
     """GPT-2's GELU, the tanh approximation (F.gelu(approximate="tanh"))."""
     comptime SQRT_2_OVER_PI: Float32 = 0.7978845608028654
     return 0.5 * x * (1 + tanh(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+
+
+@always_inline
+def bias_gelu[
+    wtype: DType
+](
+    values: UnsafePointer[mut=True, Float32, _],
+    values16: UnsafePointer[mut=True, BFloat16, _],
+    bias: UnsafePointer[Scalar[wtype], _],
+    first: Int,
+    last: Int,
+):
+    """values[n] = gelu(values[n] + bias[n]) for n in first..last, also
+    rounded into values16: in vectors, as the core that claimed these rows
+    stops streaming weights while it does this."""
+    var n = first
+    while n + WIDTH <= last:
+        var b = (bias + n).load[width=WIDTH]().cast[DType.float32]()
+        var a = gelu_tanh((values + n).load[width=WIDTH]() + b)
+        (values + n).store(a)
+        (values16 + n).store(a.cast[DType.bfloat16]())
+        n += WIDTH
+    for tail in range(n, last):
+        var a = gelu_tanh[1](values[tail] + at(bias, tail))
+        values[tail] = a
+        values16[tail] = a.cast[DType.bfloat16]()
 
 
 @always_inline
@@ -915,7 +964,7 @@ def decode_blocks[
             wait_for_step(c, 0, batch)
             # 1: qkv = c_attn(normed).
             done = 0
-            rows = claim(c, 1, 3 * embed, claim_embed, workers)
+            rows = claim(c, 1, 3 * embed, claim_embed, workers, STREAMS)
             while rows[0] < rows[1]:
                 project_chunk[use_bf16_dot](
                     p[C_ATTN_WEIGHT], 3 * embed, embed, rows[0], rows[1], batch,
@@ -925,7 +974,7 @@ def decode_blocks[
                     for n in range(rows[0], rows[1]):
                         qkv[b * 3 * embed + n] += at(p[C_ATTN_BIAS], n)
                 done += rows[1] - rows[0]
-                rows = claim(c, 1, 3 * embed, claim_embed, workers)
+                rows = claim(c, 1, 3 * embed, claim_embed, workers, STREAMS)
             finished(c, 1, done)
             wait_for_step(c, 1, 3 * embed)
             # 2: attention, a (sequence, head) at a time: this token's key and
@@ -953,7 +1002,7 @@ def decode_blocks[
             # 3: residual += c_proj(attended). The product goes to `normed`,
             # free until step 4 reads the residual.
             done = 0
-            rows = claim(c, 3, embed, claim_embed, workers)
+            rows = claim(c, 3, embed, claim_embed, workers, STREAMS)
             while rows[0] < rows[1]:
                 project_chunk[use_bf16_dot](
                     p[ATTN_PROJ_WEIGHT], embed, embed, rows[0], rows[1], batch,
@@ -964,7 +1013,7 @@ def decode_blocks[
                         var product = normed[b * embed + n]
                         residual[b * embed + n] += product + at(p[ATTN_PROJ_BIAS], n)
                 done += rows[1] - rows[0]
-                rows = claim(c, 3, embed, claim_embed, workers)
+                rows = claim(c, 3, embed, claim_embed, workers, STREAMS)
             finished(c, 3, done)
             wait_for_step(c, 3, embed)
             # 4: layer norm 2.
@@ -982,26 +1031,24 @@ def decode_blocks[
             wait_for_step(c, 4, batch)
             # 5: activated = gelu(c_fc(normed)).
             done = 0
-            rows = claim(c, 5, inner, claim_embed, workers)
+            rows = claim(c, 5, inner, claim_embed, workers, STREAMS)
             while rows[0] < rows[1]:
                 project_chunk[use_bf16_dot](
                     p[C_FC_WEIGHT], inner, embed, rows[0], rows[1], batch,
                     normed, normed16, activated,
                 )
                 for b in range(batch):
-                    for n in range(rows[0], rows[1]):
-                        var a = gelu_tanh(activated[b * inner + n] + at(p[C_FC_BIAS], n))
-                        activated[b * inner + n] = a
-                        activated16[b * inner + n] = a.cast[DType.bfloat16]()
+                    var row = b * inner
+                    bias_gelu(activated + row, activated16 + row, p[C_FC_BIAS], rows[0], rows[1])
                 done += rows[1] - rows[0]
-                rows = claim(c, 5, inner, claim_embed, workers)
+                rows = claim(c, 5, inner, claim_embed, workers, STREAMS)
             finished(c, 5, done)
             wait_for_step(c, 5, inner)
             # 6: residual += c_proj(activated), the product in `attended`
             # (free since step 3); after the last block, the output.
             done = 0
             var last_block = block == blocks - 1
-            rows = claim(c, 6, embed, claim_inner, workers)
+            rows = claim(c, 6, embed, claim_inner, workers, STREAMS)
             while rows[0] < rows[1]:
                 project_chunk[use_bf16_dot](
                     p[MLP_PROJ_WEIGHT], embed, inner, rows[0], rows[1], batch,
@@ -1015,7 +1062,7 @@ def decode_blocks[
                         if last_block:
                             o_ptr[b * o_strides[0] + n * o_strides[2]] = sum
                 done += rows[1] - rows[0]
-                rows = claim(c, 6, embed, claim_inner, workers)
+                rows = claim(c, 6, embed, claim_inner, workers, STREAMS)
             if not last_block:  # the next block's layer norm reads all of it
                 finished(c, 6, done)
                 wait_for_step(c, 6, embed)
