@@ -108,6 +108,22 @@ def test_a_batch_decodes_each_sequence_as_if_alone(checkpoint) -> None:
         assert close(batched[row], expected), (row, np.abs(batched[row] - expected).max())
 
 
+def test_widths_that_are_not_whole_vectors_match_the_tutorial_model(tmp_path) -> None:
+    """A width of 42 (an MLP of 168) and heads of 21: each vector loop of
+    the kernels (the layer norm, the GELU, the dot products, the attention)
+    leaves a scalar tail with vectors of 4, 8 or 16 lanes. A prompt and the
+    cached steps after it give the tutorial model's logits."""
+    model = hf_model(initializer_range=0.2, n_embd=42, n_head=2)
+    checkpoint = write_checkpoint(tmp_path, model)
+    tutorial = load_pretrained(checkpoint)
+    fast = fast_gpt2.FastGenerator(fast_gpt2.load(checkpoint, use_kernels=True))
+    fast.logits(PROMPT[:4])
+    for position in range(4, len(PROMPT)):
+        ours = fast.logits([PROMPT[position]], start=position)
+        theirs = tutorial_logits(tutorial, PROMPT[: position + 1])[-1]
+        assert close(ours, theirs), (position, np.abs(ours - theirs).max())
+
+
 def test_sampling_is_reproducible(fast) -> None:
     first = list(fast.generate(PROMPT, 8, do_sample=True, top_k=20, seed=3))
     assert first == list(fast.generate(PROMPT, 8, do_sample=True, top_k=20, seed=3))
