@@ -321,7 +321,13 @@ def _kernel_library() -> Path | None:
     return None if Graph.current.kernel_libraries_paths else KERNELS
 
 
-def _kernel(name: str, values: list, layer: int, out_type=None, parameters: Sequence = ()):
+def _kernel(
+    name: str,
+    values: list,
+    layer: int,
+    out_type: TensorType | None = None,
+    parameters: Sequence[Tensor] = (),
+):
     """One of our in-place cache kernels from transformer layer `layer` on:
     its `values`, the layer, then the blocks' `parameters`."""
     device = values[0].device
