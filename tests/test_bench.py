@@ -13,10 +13,11 @@ import pytest
 from common import max_runtime
 from common.steps import REPO
 from devtools import llama_peer
-from devtools.bench import chain, machine, profile
+from devtools.bench import chain, machine, probe, profile
 from devtools.bench.contenders import Contender
 from devtools.bench.machine import ceiling_fractions, is_busy
 from devtools.bench.measuring import results_from
+from devtools.bench.probe import READERS
 from devtools.bench.reporting import format_report, output_suffix, over_ceiling, render
 from devtools.bench.stats import paired_ratios, round_orders, summary
 from tests.fixtures import run_tool
@@ -83,6 +84,9 @@ def fake_data() -> dict:
             busy=True,
         ),
         bandwidth_gb_s=dict(summary([30.0, 31.0, 29.0]), method="best of 5"),
+        bandwidth_by_reader=dict(
+            torch=summary([30.0, 28.0, 29.0]), ours=summary([29.0, 31.0, 27.0])
+        ),
         ceiling_gb_s=31.0,
         weight_count=125_000_000,
         weight_bytes=500_000_000,
@@ -161,6 +165,24 @@ def test_each_contender_gets_its_fraction_of_the_ceiling() -> None:
     report = format_report(data)
     assert "| ours, fast | 500 MB | 20.0 tok/s | 32% |" in report
     assert not over_ceiling(data)
+    # Each reader of the probe, so that a run shows which one set the ceiling.
+    assert f"{READERS['torch']}, 29.0 GB/s (28.0-30.0)" in report
+    assert f"{READERS['ours']}, 29.0 GB/s (27.0-31.0)" in report
+
+
+@pytest.mark.parametrize("streams", [1, 3, 8])
+@pytest.mark.parametrize("length", [5, 100_003])
+def test_the_probes_sum_kernel_reads_every_value_once(streams: int, length: int) -> None:
+    """Our sum kernel, in equal parts of whole vectors on every core and the
+    rest at the end, adds every value once: small whole numbers, whose float32
+    sums are exact, against numpy's (5 values: all of them the rest)."""
+    import numpy as np
+    from max.driver import Buffer
+
+    max_runtime.prepare()
+    values = (np.arange(length) % 5).astype(np.float32)
+    (total,) = probe.sum_graph(streams).execute(Buffer.from_numpy(values))
+    assert total.to_numpy()[0] == values.sum(dtype=np.float64)
 
 
 def test_no_fraction_over_the_ceiling_is_printed() -> None:
@@ -217,6 +239,11 @@ def test_smoke_run_on_a_tiny_model(tmp_path: Path) -> None:
     for contender in data["contenders"].values():
         assert contender["first_token_s"]["n"] == 2
         assert contender["prefill_tokens_per_s"]["n"] == 2
+    # The probe's readers, each at every round's start and after the last;
+    # the ceiling is the fastest read of any of them.
+    by_reader = data["bandwidth_by_reader"]
+    assert set(by_reader) == set(READERS) and all(r["n"] == 3 for r in by_reader.values())
+    assert data["ceiling_gb_s"] == max(reader["max"] for reader in by_reader.values())
     assert data["device"] == "cpu" and data["dtype"] == "float32"
     # Step 17 decodes with 6 matmuls per layer and the head; the fast model
     # with our kernels instead: one call for all the blocks (gpt2_decode_blocks),
@@ -278,11 +305,13 @@ def test_the_projection_chain_reports_its_speed_against_the_probe(tmp_path: Path
         for dtype in ("float32", "bfloat16")
         for way in chain.WAYS.values()
     ]
-    for reading in ("the probe: a sum over 64 MiB", *readings):
+    probes = ["the probe: the faster sum over 64 MiB"]
+    probes += [f"the probe's {reader}" for reader in READERS.values()]
+    for reading in (*probes, *readings):
         (row,) = [line for line in table.splitlines() if reading in line]
         cells = [cell.strip() for cell in row.strip("|").split("|")]
         assert float(cells[1].split()[0]) > 0, row
-        if reading != "the probe: a sum over 64 MiB":
+        if reading not in probes:
             assert cells[2].split()[0].endswith("%"), row
             one_call = reading.endswith(chain.WAYS["one_call"])
             assert cells[3] == "-" if one_call else cells[3].split()[0].endswith("%"), row

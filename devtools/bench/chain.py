@@ -5,7 +5,8 @@ A decoded token reads every weight of GPT-2's 12 blocks once (c_attn, c_proj,
 c_fc and the MLP's c_proj: 85 M weights, 170 MB in bfloat16, 340 MB in
 float32, far more than the caches hold). This times the blocks' weights read
 three ways, in one graph each, interleaved with the benchmark's bandwidth
-probe (a sum over 1 GiB on every core):
+probe (sums over 1 GiB on every core, by PyTorch and by our own kernel, the
+faster counting):
 
 - **a call per projection**: the four products of each block as four calls
   of our row kernel (`gpt2_linear_rows`), each output the next one's input;
@@ -36,7 +37,8 @@ from pathlib import Path
 from common import max_runtime
 from common.cli import ArgumentParser, exit_status
 from common.steps import REPO
-from devtools.bench.machine import machine_line, read_bandwidth, seconds_for
+from devtools.bench.machine import machine_line, seconds_for
+from devtools.bench.probe import READERS, ReadProbe
 from devtools.bench.stats import format_spread, summary
 
 EMBED, HEADS, CONTEXT = 768, 12, 1024
@@ -184,9 +186,10 @@ def measure(dtypes: list[str], blocks: int, rounds: int, calls: int, probe_mb: i
                 graph, way_buffers = chain_graph(blocks, name, way), buffers
             graph.execute(*way_buffers)  # warm-up
             chains[name, way] = (graph, way_buffers, weight_bytes)
+    read_probe = ReadProbe((probe_mb,), best_of=1)
     probe, speeds = [], {key: [] for key in chains}
     for _ in range(rounds):
-        probe.append(read_bandwidth((probe_mb,), best_of=1))
+        probe.append(read_probe())
         for key, (graph, buffers, weight_bytes) in chains.items():
             times = sorted(seconds_for(graph.execute, *buffers) for _ in range(calls))
             speeds[key].append(weight_bytes / times[len(times) // 2] / 1e9)
@@ -194,6 +197,10 @@ def measure(dtypes: list[str], blocks: int, rounds: int, calls: int, probe_mb: i
         machine=machine_line(),
         blocks=blocks,
         probe=summary(probe),
+        probe_by_reader={
+            reader: summary([reading[reader] for reading in read_probe.readings])
+            for reader in READERS
+        },
         probe_mb=probe_mb,
         chains=[
             dict(
@@ -220,9 +227,11 @@ def format_table(data: dict) -> str:
         "",
         "| reading | GB/s | of the probe, round by round | of one call, round by round |",
         "|---|---|---|---|",
-        f"| the probe: a sum over {data['probe_mb']} MiB on every core | "
+        f"| the probe: the faster sum over {data['probe_mb']} MiB on every core | "
         f"{format_spread(data['probe'])} | - | - |",
     ]
+    for reader, spread in data["probe_by_reader"].items():
+        lines.append(f"| the probe's {READERS[reader]} | {format_spread(spread)} | - | - |")
     for chain in data["chains"]:
         lines.append(
             f"| {chain['dtype']} weights, {WAYS[chain['way']]} | "

@@ -1,7 +1,8 @@
 """The machine under the benchmark: what it is (machine_line), how busy it
-is while we measure (LoadMonitor, is_busy), how fast it reads memory (the
-ceiling no decoder can pass), and waiting until the contenders' processes
-are quiet before the next timed call."""
+is while we measure (LoadMonitor, is_busy), what share of its read bandwidth
+(the ceiling no decoder can pass, measured by devtools/bench/probe.py) each
+contender reaches, and waiting until the contenders' processes are quiet
+before the next timed call."""
 
 from __future__ import annotations
 
@@ -135,22 +136,6 @@ def is_busy(load_1min: float, other_fraction: float | None, cores: int) -> bool:
     if other_fraction is not None:
         return other_fraction > BUSY_FRACTION
     return load_1min > BUSY_FRACTION * cores
-
-
-def read_bandwidth(sizes_mb: Sequence[int] = (256, 1024), best_of: int = 3) -> float:
-    """GB/s this machine reads from memory now: the fastest of `best_of` sums
-    (torch's reduction streams the array on every core) over arrays of each
-    size in `sizes_mb`, all larger than the caches."""
-    import torch
-
-    best = 0.0
-    for megabytes in sizes_mb:
-        data = torch.ones(megabytes * 2**20 // 4, dtype=torch.float32)
-        data.sum()
-        seconds = min(seconds_for(data.sum) for _ in range(best_of))
-        best = max(best, data.numel() * 4 / seconds / 1e9)
-        del data
-    return best
 
 
 def ceiling_fractions(contenders: dict, weight_count: int, ceiling_gb_s: float) -> dict:

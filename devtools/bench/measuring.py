@@ -6,7 +6,6 @@ contenders' worker processes, the rounds, the load and the ceiling
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import sys
 import tempfile
@@ -20,11 +19,11 @@ from devtools.bench.machine import (
     LoadMonitor,
     ceiling_fractions,
     machine_line,
-    read_bandwidth,
     seconds_for,
     usable_cpus,
     wait_until_idle,
 )
+from devtools.bench.probe import READERS, ReadProbe
 from devtools.bench.profile import decode_graph_ops, projection_profile, rows_profile
 from devtools.bench.stats import paired_ratios, round_orders, summary
 
@@ -165,9 +164,8 @@ def run(args: argparse.Namespace) -> dict:
         int(np.prod(p.shape)) for name, p in hf.named_parameters() if name != "lm_head.weight"
     )
     print(f"Load average before: {os.getloadavg()[0]:.2f} on {usable_cpus()} cores", flush=True)
-    probe = functools.partial(
-        read_bandwidth, sizes_mb=args.bandwidth_sizes, best_of=args.bandwidth_repeats
-    )
+    with progress("building the bandwidth probe's sum kernel"):
+        probe = ReadProbe(args.bandwidth_sizes, args.bandwidth_repeats)
     print(f"Memory read bandwidth now: {probe():.1f} GB/s", flush=True)
 
     with tempfile.TemporaryDirectory() as directory:
@@ -218,17 +216,21 @@ def measure_all(args, config, contenders, prompt, long_prompt, lengths, probe, w
             print(f"compile {c.key}: {c.compile_s:.1f} s", flush=True)
 
     monitor = LoadMonitor(pids)
+    readings_before = len(probe.readings)
+    # The probe's own threads (MAX's, PyTorch's) spin a while after it, too.
+    quiet = [*pids, os.getpid()]
     raw = measure(
         contenders,
         prompt,
         long_prompt,
         lengths,
         args.repeats,
-        settle=lambda: wait_until_idle(pids),
+        settle=lambda: wait_until_idle(quiet),
         probe=probe,
     )
-    wait_until_idle(pids)
+    wait_until_idle(quiet)
     raw["bandwidth"].append(probe())  # and once more after the last round
+    readings = probe.readings[readings_before:]
     load = monitor.finish()
     per_contender, ratios = results_from(contenders, raw, lengths, baselines)
     bandwidth = summary(raw["bandwidth"])
@@ -247,10 +249,15 @@ def measure_all(args, config, contenders, prompt, long_prompt, lengths, probe, w
         load=load,
         bandwidth_gb_s=dict(
             bandwidth,
-            method=f"fastest of {args.bandwidth_repeats} sums of "
+            method=f"fastest of {args.bandwidth_repeats} reads of "
             + " and ".join(f"{size} MiB" for size in args.bandwidth_sizes)
-            + " on every core, at the start of every round and after the last",
+            + " on every core by each of "
+            + " and ".join(READERS.values())
+            + ", at the start of every round and after the last",
         ),
+        bandwidth_by_reader={
+            reader: summary([reading[reader] for reading in readings]) for reader in READERS
+        },
         ceiling_gb_s=ceiling,
         weight_count=weight_count,
         weight_bytes=weight_count * bytes_per_weight,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from devtools.bench.probe import READERS
 from devtools.bench.profile import BURST, WARM_CALLS
 from devtools.bench.stats import format_spread
 
@@ -101,6 +102,16 @@ def format_ceiling(data: dict) -> list[str]:
         f"the ceiling is the fastest read, {ceiling:.1f} GB/s: a token that reads every weight "
         "once cannot come faster than the weights' bytes over it.",
     ]
+    by_reader = data.get("bandwidth_by_reader")
+    if by_reader:
+        lines[-1] += (
+            " By reader, medians (min-max): "
+            + "; ".join(
+                f"{READERS[reader]}, {format_spread(spread, ' GB/s', 1)}"
+                for reader, spread in by_reader.items()
+            )
+            + "."
+        )
     fractions = data.get("ceiling_fraction")
     if not fractions or not weights:
         return lines + [""]

@@ -1,0 +1,79 @@
+"""How fast this machine reads memory now, read two ways: PyTorch's sum, and
+our own sum kernel (devtools/bench/kernels) reading as fast/kernels read a
+token's weights. The ceiling a decoded token cannot pass is the faster.
+
+PyTorch's sum reads one contiguous stream a core; fast/kernels read eight
+streams a core, which keeps more reads in flight. Where the eight streams
+read faster, a ceiling from PyTorch's sum alone would sit below what the
+model can read; where PyTorch's sum is faster, the kernels' reading leaves
+that much on the table. Each run records both.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from pathlib import Path
+
+from devtools.bench.machine import seconds_for
+
+KERNELS = Path(__file__).with_name("kernels")  # read_sum.mojo, built by MAX on first use
+# reader: what it is, for the reports; the streams a core of our kernel's reader
+# (STREAMS in fast/kernels/gpt2_kernels.mojo).
+READERS = {"torch": "PyTorch's sum, one stream a core", "ours": "our sum, eight streams a core"}
+STREAMS = {"ours": 8}
+
+
+def sum_graph(streams: int):
+    """Our sum kernel with `streams` streams a core, compiled: float32 [n] in,
+    its sum [1] out."""
+    from max.driver import CPU
+    from max.dtype import DType
+    from max.engine import InferenceSession
+    from max.graph import DeviceRef, Graph, TensorType, ops
+
+    cpu = DeviceRef.CPU()
+    input_type = TensorType(DType.float32, ["n"], device=cpu)
+    with Graph(f"read_sum_{streams}", input_types=[input_type], custom_extensions=[KERNELS]) as g:
+        out_type = TensorType(DType.float32, [1], device=cpu)
+        parameters = {"streams": streams}
+        g.output(ops.custom("bench_read_sum", cpu, [g.inputs[0]], [out_type], parameters)[0])
+    return InferenceSession(devices=[CPU()]).load(g)
+
+
+class ReadProbe:
+    """Call it for the GB/s this machine reads now: the fastest of `best_of`
+    reads by each reader over arrays of each size in `sizes_mb` (all larger
+    than the caches), the readers taking turns. Each call's figure per reader
+    is kept in `readings`."""
+
+    def __init__(self, sizes_mb: Sequence[int] = (256, 1024), best_of: int = 3) -> None:
+        self.sizes_mb, self.best_of = tuple(sizes_mb), best_of
+        self.graphs = {reader: sum_graph(streams) for reader, streams in STREAMS.items()}
+        self.readings: list[dict[str, float]] = []
+
+    def __call__(self) -> float:
+        best = dict.fromkeys(READERS, 0.0)
+        for megabytes in self.sizes_mb:
+            for reader, gb_s in self.read(megabytes).items():
+                best[reader] = max(best[reader], gb_s)
+        self.readings.append(best)
+        return max(best.values())
+
+    def read(self, megabytes: int) -> dict[str, float]:
+        """Each reader's fastest GB/s over one array of `megabytes` MiB."""
+        import torch
+        from max.driver import Buffer
+
+        data = torch.ones(megabytes * 2**20 // 4, dtype=torch.float32)
+        buffer = Buffer.from_dlpack(data)  # shares data's memory
+        reads = {"torch": data.sum}
+        for reader, graph in self.graphs.items():
+            reads[reader] = functools.partial(graph.execute, buffer)
+        for read in reads.values():  # warm-up: the pages, the threads
+            read()
+        best = dict.fromkeys(reads, 0.0)
+        for _ in range(self.best_of):
+            for reader, read in reads.items():
+                best[reader] = max(best[reader], data.numel() * 4 / seconds_for(read) / 1e9)
+        return best
