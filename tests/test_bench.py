@@ -15,7 +15,7 @@ from common.steps import REPO
 from devtools import llama_peer
 from devtools.bench import chain, machine, probe, profile
 from devtools.bench.contenders import Contender
-from devtools.bench.machine import ceiling_fractions, is_busy
+from devtools.bench.machine import ceiling_fractions, is_busy, paired_fractions
 from devtools.bench.measuring import results_from
 from devtools.bench.probe import READERS
 from devtools.bench.reporting import format_report, output_suffix, over_ceiling, render
@@ -50,6 +50,10 @@ def test_ratios_are_paired_round_by_round() -> None:
 def test_busy_uses_other_processes_cpu_when_known() -> None:
     assert is_busy(0.0, 0.5, 2) and not is_busy(9.0, 0.05, 2)
     assert is_busy(1.0, None, 2) and not is_busy(0.1, None, 2)
+
+
+# GB/s the probe read before each length's decodes, round by round.
+PROBE_BEFORE = {32: [25.0, 30.0, 27.5], 128: [30.0, 29.0, 31.0]}
 
 
 def fake_data() -> dict:
@@ -92,6 +96,8 @@ def fake_data() -> dict:
         weight_bytes=500_000_000,
         roofline_tokens_per_s=62.0,
         ceiling_fraction=ceiling_fractions(per_contender, 125_000_000, 31.0),
+        probe_before={"32": PROBE_BEFORE[32], "128": PROBE_BEFORE[128]},
+        probe_fraction=paired_fractions(per_contender, 125_000_000, PROBE_BEFORE),
         config=dict(n_layer=2),
         contenders=per_contender,
         ratios=ratios,
@@ -163,11 +169,25 @@ def test_each_contender_gets_its_fraction_of_the_ceiling() -> None:
     # fast: 20 tok/s (its best median) x 125 M weights x 4 bytes = 10 GB/s of 31 GB/s
     assert data["ceiling_fraction"]["fast"] == pytest.approx(10 / 31)
     report = format_report(data)
-    assert "| ours, fast | 500 MB | 20.0 tok/s | 32% |" in report
+    assert "| ours, fast | 500 MB | 20.0 tok/s | 32% | 40% (30-40%) |" in report
     assert not over_ceiling(data)
     # Each reader of the probe, so that a run shows which one set the ceiling.
     assert f"{READERS['torch']}, 29.0 GB/s (28.0-30.0)" in report
     assert f"{READERS['ours']}, 29.0 GB/s (27.0-31.0)" in report
+
+
+def test_a_decode_is_paired_with_the_probe_of_its_own_round() -> None:
+    """The fraction of the probe before it: each round's tokens/s at the best
+    length (32 here) over what the probe read just before, so that a round
+    where the memory read slower does not count against the contender."""
+    data = fake_data()
+    fast = data["probe_fraction"]["fast"]
+    # 20, 18 and 22 tok/s x 500 MB = 10, 9 and 11 GB/s, against 25, 30, 27.5.
+    assert fast["length"] == 32 and fast["samples"] == pytest.approx([0.4, 0.3, 0.4])
+    transformers = data["probe_fraction"]["transformers"]
+    assert transformers["samples"] == pytest.approx([0.2, 0.2, 0.2])
+    with pytest.raises(ValueError):  # a round without its reading
+        paired_fractions(data["contenders"], 125_000_000, {32: [25.0], 128: [30.0]})
 
 
 @pytest.mark.parametrize("streams", [1, 3, 8])
@@ -191,7 +211,8 @@ def test_no_fraction_over_the_ceiling_is_printed() -> None:
     assert over_ceiling(data) == ["fast"]
     report = format_report(data)
     assert "No fractions of the ceiling are given" in report and "125%" in report
-    assert "| ours, fast | 500 MB" not in report
+    # The round-by-round fractions stand: each is paired with its own reading.
+    assert "| ours, fast | 500 MB | 20.0 tok/s | - | 40% (30-40%) |" in report
 
 
 def test_a_gpu_run_gives_no_fraction_of_the_hosts_ceiling(tmp_path: Path) -> None:
@@ -239,11 +260,13 @@ def test_smoke_run_on_a_tiny_model(tmp_path: Path) -> None:
     for contender in data["contenders"].values():
         assert contender["first_token_s"]["n"] == 2
         assert contender["prefill_tokens_per_s"]["n"] == 2
-    # The probe's readers, each at every round's start and after the last;
-    # the ceiling is the fastest read of any of them.
+    # The probe's readers, each before each length's decodes in every round
+    # (2 x 2) and after the last; the ceiling is the fastest read of any.
     by_reader = data["bandwidth_by_reader"]
-    assert set(by_reader) == set(READERS) and all(r["n"] == 3 for r in by_reader.values())
+    assert set(by_reader) == set(READERS) and all(r["n"] == 5 for r in by_reader.values())
     assert data["ceiling_gb_s"] == max(reader["max"] for reader in by_reader.values())
+    assert {n: len(gb_s) for n, gb_s in data["probe_before"].items()} == {"2": 2, "4": 2}
+    assert set(data["probe_fraction"]) == set(data["contenders"])
     assert data["device"] == "cpu" and data["dtype"] == "float32"
     # Step 17 decodes with 6 matmuls per layer and the head; the fast model
     # with our kernels instead: one call for all the blocks (gpt2_decode_blocks),

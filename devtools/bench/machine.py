@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from devtools.bench.stats import summary
+
 # Load above this fraction of the cores, or other processes using more than
 # this fraction of the CPU time while we measure: the machine is busy.
 BUSY_FRACTION = 0.25
@@ -148,6 +150,31 @@ def ceiling_fractions(contenders: dict, weight_count: int, ceiling_gb_s: float) 
             continue
         bytes_per_token = weight_count * contender["bytes_per_weight"]
         fractions[key] = max(speeds) * bytes_per_token / (ceiling_gb_s * 1e9)
+    return fractions
+
+
+def paired_fractions(
+    contenders: dict, weight_count: int, probe_before: dict[int, list[float]]
+) -> dict:
+    """Each contender's tokens/s at the length of its best median, round by
+    round, as a fraction of what the probe read just before that length's
+    decodes in the same round allows it: {key: its length and the summary}.
+    The machine's bandwidth moves within a run; this pairs each decode with
+    a reading of its own minute, where the ceiling is the run's best."""
+    fractions = {}
+    for key, contender in contenders.items():
+        speeds = contender["tokens_per_s"]
+        if not speeds:
+            continue
+        length = max(speeds, key=lambda n: speeds[n]["median"])
+        bytes_per_token = weight_count * contender["bytes_per_weight"]
+        samples = speeds[length]["samples"]
+        probes = probe_before[int(length)]
+        shares = [
+            tokens * bytes_per_token / (gb_s * 1e9)
+            for tokens, gb_s in zip(samples, probes, strict=True)
+        ]
+        fractions[key] = dict(summary(shares), length=int(length))
     return fractions
 
 

@@ -19,6 +19,7 @@ from devtools.bench.machine import (
     LoadMonitor,
     ceiling_fractions,
     machine_line,
+    paired_fractions,
     seconds_for,
     usable_cpus,
     wait_until_idle,
@@ -47,21 +48,20 @@ def measure(
     latency (the short prompt, one token) and prefill throughput (the long
     prompt, one token), each a list of `repeats` samples. `settle` runs
     before each timed call (the workers' spinning threads); `probe`, if
-    given, measures the memory bandwidth at the start of every round (the
-    machine's changes within minutes: one figure taken before the run is no
-    ceiling)."""
+    given, measures the memory bandwidth before each length's decodes in
+    every round (the machine's changes within minutes: one figure taken
+    before the run is no ceiling), kept by length in `probe_before` so that
+    each decode can be paired with the reading of its own minute."""
     by_key = {c.key: c for c in contenders}
     tokens_per_s = {c.key: {n: [] for n in lengths} for c in contenders}
     first_token = {c.key: [] for c in contenders}
     prefill = {c.key: [] for c in contenders}
     bandwidth: list[float] = []
+    probe_before: dict[int, list[float]] = {n: [] for n in lengths}
     for contender in contenders:  # warm-up: not timed
         contender.generate(prompt, 2)
         contender.generate(long_prompt, 1)
     for round_index, order in enumerate(round_orders([c.key for c in contenders], repeats)):
-        if probe is not None:
-            settle()
-            bandwidth.append(probe())
         for key in order:
             contender = by_key[key]
             settle()
@@ -69,6 +69,10 @@ def measure(
             settle()
             prefill[key].append(len(long_prompt) / seconds_for(contender.generate, long_prompt, 1))
         for n in lengths:
+            if probe is not None:
+                settle()
+                probe_before[n].append(probe())
+                bandwidth.append(probe_before[n][-1])
             for key in order:
                 contender = by_key[key]
                 if contender.max_length is not None and n > contender.max_length:
@@ -87,7 +91,11 @@ def measure(
             + " tok/s"
         )
     return dict(
-        tokens_per_s=tokens_per_s, first_token=first_token, prefill=prefill, bandwidth=bandwidth
+        tokens_per_s=tokens_per_s,
+        first_token=first_token,
+        prefill=prefill,
+        bandwidth=bandwidth,
+        probe_before=probe_before,
     )
 
 
@@ -253,7 +261,7 @@ def measure_all(args, config, contenders, prompt, long_prompt, lengths, probe, w
             + " and ".join(f"{size} MiB" for size in args.bandwidth_sizes)
             + " on every core by each of "
             + " and ".join(READERS.values())
-            + ", at the start of every round and after the last",
+            + ", before each length's decodes in every round and after the last",
         ),
         bandwidth_by_reader={
             reader: summary([reading[reader] for reading in readings]) for reader in READERS
@@ -263,6 +271,8 @@ def measure_all(args, config, contenders, prompt, long_prompt, lengths, probe, w
         weight_bytes=weight_count * bytes_per_weight,
         roofline_tokens_per_s=ceiling * 1e9 / (weight_count * bytes_per_weight),
         ceiling_fraction=ceiling_fractions(per_contender, weight_count, ceiling),
+        probe_before={str(n): gb_s for n, gb_s in raw["probe_before"].items()},
+        probe_fraction=paired_fractions(per_contender, weight_count, raw["probe_before"]),
         contenders=per_contender,
         ratios=ratios,
         decode_ops=decode_graph_ops(config, use_kernels=device == "cpu"),

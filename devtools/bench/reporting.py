@@ -118,21 +118,37 @@ def format_ceiling(data: dict) -> list[str]:
     over = {key: f for key, f in fractions.items() if f > 1.0}
     if over:
         names = ", ".join(f"{data['contenders'][k]['name']} ({f:.0%})" for k, f in over.items())
-        return lines + [
+        lines += [
             "",
             f"**No fractions of the ceiling are given**: {names} would exceed it, so the "
             "ceiling was measured too low (the machine's bandwidth moved during the run).",
-            "",
         ]
-    lines += ["", "| model | bytes per token | best median | of the ceiling |", "|---|---|---|---|"]
+    paired = data.get("probe_fraction") or {}
+    lines += [
+        "",
+        "Of the ceiling: the best median over the run's fastest read. Of the probe before "
+        "it: the same length's tokens/s in each round over what the probe read just before "
+        "that length's decodes, the median (min-max) over the rounds.",
+        "",
+        "| model | bytes per token | best median | of the ceiling | of the probe before it |",
+        "|---|---|---|---|---|",
+    ]
     for key, fraction in fractions.items():
         contender = data["contenders"][key]
         best = max(s["median"] for s in contender["tokens_per_s"].values())
         megabytes = weights * contender["bytes_per_weight"] / 1e6
+        of_ceiling = "-" if over else f"{fraction:.0%}"
+        of_probe = format_share(paired[key]) if key in paired else "-"
         lines.append(
-            f"| {contender['name']} | {megabytes:.0f} MB | {best:.1f} tok/s | {fraction:.0%} |"
+            f"| {contender['name']} | {megabytes:.0f} MB | {best:.1f} tok/s | {of_ceiling} "
+            f"| {of_probe} |"
         )
     return lines + [""]
+
+
+def format_share(spread: dict) -> str:
+    """A fraction's median (min-max) in percent: 92% (85-97%)."""
+    return f"{spread['median']:.0%} ({spread['min'] * 100:.0f}-{spread['max']:.0%})"
 
 
 def over_ceiling(data: dict) -> list[str]:
