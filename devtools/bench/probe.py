@@ -12,10 +12,11 @@ that much on the table. Each run records both.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from devtools.bench.machine import seconds_for
+from devtools.bench.machine import seconds_for, wait_until_idle
 
 KERNELS = Path(__file__).with_name("kernels")  # read_sum.mojo, built by MAX on first use
 # reader: what it is, for the reports; the streams a core of our kernel's reader
@@ -44,8 +45,7 @@ def sum_graph(streams: int):
 class ReadProbe:
     """Call it for the GB/s this machine reads now: the fastest of `best_of`
     reads by each reader over arrays of each size in `sizes_mb` (all larger
-    than the caches), the readers taking turns. Each call's figure per reader
-    is kept in `readings`."""
+    than the caches). Each call's figure per reader is kept in `readings`."""
 
     def __init__(self, sizes_mb: Sequence[int] = (256, 1024), best_of: int = 3) -> None:
         self.sizes_mb, self.best_of = tuple(sizes_mb), best_of
@@ -61,7 +61,10 @@ class ReadProbe:
         return max(best.values())
 
     def read(self, megabytes: int) -> dict[str, float]:
-        """Each reader's fastest GB/s over one array of `megabytes` MiB."""
+        """Each reader's fastest GB/s over one array of `megabytes` MiB, one
+        reader after the other, each once this process is quiet: PyTorch's
+        threads spin for a while after a sum, and our kernel on the same cores
+        right after one read 7% slower."""
         import torch
         from max.driver import Buffer
 
@@ -70,10 +73,10 @@ class ReadProbe:
         reads = {"torch": data.sum}
         for reader, graph in self.graphs.items():
             reads[reader] = functools.partial(graph.execute, buffer)
-        for read in reads.values():  # warm-up: the pages, the threads
-            read()
-        best = dict.fromkeys(reads, 0.0)
-        for _ in range(self.best_of):
-            for reader, read in reads.items():
-                best[reader] = max(best[reader], data.numel() * 4 / seconds_for(read) / 1e9)
+        best = {}
+        for reader, read in reads.items():
+            wait_until_idle([os.getpid()])
+            read()  # warm-up: the pages, the threads
+            seconds = min(seconds_for(read) for _ in range(self.best_of))
+            best[reader] = data.numel() * 4 / seconds / 1e9
         return best
