@@ -329,7 +329,7 @@ def test_the_projection_chain_reports_its_speed_against_the_probe(tmp_path: Path
         for way in chain.WAYS.values()
     ]
     probes = ["the probe: the faster sum over 64 MiB"]
-    probes += [f"the probe's {reader}" for reader in READERS.values()]
+    probes += [f"the probe, by {reader}" for reader in READERS.values()]
     for reading in (*probes, *readings):
         (row,) = [line for line in table.splitlines() if reading in line]
         cells = [cell.strip() for cell in row.strip("|").split("|")]

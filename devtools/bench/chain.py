@@ -231,7 +231,7 @@ def format_table(data: dict) -> str:
         f"{format_spread(data['probe'])} | - | - |",
     ]
     for reader, spread in data["probe_by_reader"].items():
-        lines.append(f"| the probe's {READERS[reader]} | {format_spread(spread)} | - | - |")
+        lines.append(f"| the probe, by {READERS[reader]} | {format_spread(spread)} | - | - |")
     for chain in data["chains"]:
         lines.append(
             f"| {chain['dtype']} weights, {WAYS[chain['way']]} | "
