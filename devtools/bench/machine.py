@@ -160,7 +160,7 @@ def paired_fractions(
     round, as a fraction of what the probe read just before that length's
     decodes in the same round allows it: {key: its length and the summary}.
     The machine's bandwidth moves within a run; this pairs each decode with
-    a reading of its own minute, where the ceiling is the run's best."""
+    the reading just before it, where the ceiling is the run's best."""
     fractions = {}
     for key, contender in contenders.items():
         speeds = contender["tokens_per_s"]

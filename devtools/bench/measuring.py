@@ -49,9 +49,9 @@ def measure(
     prompt, one token), each a list of `repeats` samples. `settle` runs
     before each timed call (the workers' spinning threads); `probe`, if
     given, measures the memory bandwidth before each length's decodes in
-    every round (the machine's changes within minutes: one figure taken
+    every round (the machine's changes within seconds: one figure taken
     before the run is no ceiling), kept by length in `probe_before` so that
-    each decode can be paired with the reading of its own minute."""
+    each decode can be paired with the reading just before it."""
     by_key = {c.key: c for c in contenders}
     tokens_per_s = {c.key: {n: [] for n in lengths} for c in contenders}
     first_token = {c.key: [] for c in contenders}
