@@ -22,7 +22,7 @@ comptime WIDTH = simd_width_of[DType.float32]()
 struct ReadSum:
     """Output[0] = the sum of data: every core sums its slice in `streams`
     parts side by side; the values left over from equal parts of whole
-    vectors (a few KB at most) are summed at the end, on one core."""
+    vectors (under four vectors a part) are summed at the end, on one core."""
 
     @staticmethod
     def execute[
