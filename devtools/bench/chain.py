@@ -94,10 +94,11 @@ def block_inputs(blocks: int, dtype_name: str) -> tuple[list, list, int]:
     return [Buffer.from_dlpack(t) for t in tensors], tensors, weight_bytes
 
 
-def chain_graph(blocks: int, dtype_name: str, way: str):
+def chain_graph(blocks: int, dtype_name: str, way: str, shapes: list | None = None):
     """A compiled graph of `blocks` blocks read `way` ("projections",
     "blocks" or "token"), the token's position 0; it returns the last
-    block's output."""
+    block's output. `shapes`: the parameters' shapes, where they are not
+    the blocks' own (the kernel's test of a wrong one)."""
     import numpy as np
     from max.driver import CPU
     from max.dtype import DType
@@ -109,11 +110,9 @@ def chain_graph(blocks: int, dtype_name: str, way: str):
     cpu = DeviceRef.CPU()
     cache_type = BufferType(DType.float32, [blocks, 1, HEADS, CONTEXT, EMBED // HEADS], device=cpu)
     types = [TensorType(DType.float32, [1, 1, EMBED], device=cpu), cache_type, cache_type]
-    for _ in range(blocks):
-        types += [
-            TensorType(DTYPES[dtype_name], shape if len(shape) == 2 else (1, *shape), device=cpu)
-            for _, shape in BLOCK
-        ]
+    if shapes is None:
+        shapes = [shape if len(shape) == 2 else (1, *shape) for _, shape in BLOCK] * blocks
+    types += [TensorType(DTYPES[dtype_name], shape, device=cpu) for shape in shapes]
 
     def constant(values, dtype):
         return ops.constant(np.array(values, dtype=dtype.to_numpy()), dtype, device=cpu)
