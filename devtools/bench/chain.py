@@ -4,9 +4,9 @@ their weights, against how fast this machine reads memory, in one run.
 A decoded token reads every weight of GPT-2's 12 blocks once (c_attn, c_proj,
 c_fc and the MLP's c_proj: 85 M weights, 170 MB in bfloat16, 340 MB in
 float32, far more than the caches hold). This times the blocks' weights read
-three ways, in one graph each, interleaved with the benchmark's bandwidth
-probe (sums over 1 GiB on every core, by PyTorch and by our own kernel, the
-faster counting):
+four ways, in one graph each, in rounds, each right after the benchmark's
+bandwidth probe (sums over 1 GiB on every core, by PyTorch and by our own
+kernel, the faster counting):
 
 - **a call per projection**: the four products of each block as four calls
   of our row kernel (`gpt2_linear_rows`), each output the next one's input;
@@ -21,8 +21,8 @@ faster counting):
   long streams, no step to start or end between them, what the kernel's
   reads reach on this machine in that round.
 
-It prints the bytes per second of each, their ratio to the probe of the same
-round (the fraction of the machine's read bandwidth the weights' stream
+It prints the bytes per second of each, their ratio to the probe read just
+before it (the fraction of the machine's read bandwidth the weights' stream
 reaches once the calls follow one another, which is what a decoded token can
 reach at best) and to the one call of the same round (what the steps and
 calls between the reads cost).
@@ -31,13 +31,14 @@ calls between the reads cost).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from common import max_runtime
 from common.cli import ArgumentParser, exit_status
 from common.steps import REPO
-from devtools.bench.machine import machine_line, seconds_for
+from devtools.bench.machine import machine_line, seconds_for, wait_until_idle
 from devtools.bench.probe import READERS, ReadProbe
 from devtools.bench.stats import format_spread, summary
 
@@ -171,8 +172,9 @@ def one_call(weight_bytes: int, dtype_name: str) -> tuple:
 
 
 def measure(dtypes: list[str], blocks: int, rounds: int, calls: int, probe_mb: int = 1024) -> dict:
-    """GB/s of each way and dtype (median of `calls` calls per round) and of
-    the probe, interleaved round by round; the ratio paired by round."""
+    """GB/s of each way and dtype (median of `calls` calls per round), each
+    right after a probe; the ratio to that probe and to the one call of the
+    same round."""
     chains, borrowed = {}, []
     for name in dtypes:
         buffers, tensors, weight_bytes = block_inputs(blocks, name)
@@ -186,16 +188,18 @@ def measure(dtypes: list[str], blocks: int, rounds: int, calls: int, probe_mb: i
             graph.execute(*way_buffers)  # warm-up
             chains[name, way] = (graph, way_buffers, weight_bytes)
     read_probe = ReadProbe((probe_mb,), best_of=1)
-    probe, speeds = [], {key: [] for key in chains}
+    speeds = {key: [] for key in chains}
+    probe_before = {key: [] for key in chains}  # the memory's speed moves within seconds
     for _ in range(rounds):
-        probe.append(read_probe())
         for key, (graph, buffers, weight_bytes) in chains.items():
+            probe_before[key].append(read_probe())
+            wait_until_idle([os.getpid()])
             times = sorted(seconds_for(graph.execute, *buffers) for _ in range(calls))
             speeds[key].append(weight_bytes / times[len(times) // 2] / 1e9)
     return dict(
         machine=machine_line(),
         blocks=blocks,
-        probe=summary(probe),
+        probe=summary([max(reading.values()) for reading in read_probe.readings]),
         probe_by_reader={
             reader: summary([reading[reader] for reading in read_probe.readings])
             for reader in READERS
@@ -206,7 +210,9 @@ def measure(dtypes: list[str], blocks: int, rounds: int, calls: int, probe_mb: i
                 dtype=name,
                 way=way,
                 gb_per_s=summary(values),
-                of_probe=summary([v / p for v, p in zip(values, probe, strict=True)]),
+                of_probe=summary(
+                    [v / p for v, p in zip(values, probe_before[name, way], strict=True)]
+                ),
                 of_one_call=summary(
                     [v / one for v, one in zip(values, speeds[name, "one_call"], strict=True)]
                 ),
@@ -224,7 +230,7 @@ def format_table(data: dict) -> str:
         "(124M's shapes), one token, "
         "`python -m devtools.bench.chain`; medians over interleaved rounds (min-max):",
         "",
-        "| reading | GB/s | of the probe, round by round | of one call, round by round |",
+        "| reading | GB/s | of the probe just before it | of one call, round by round |",
         "|---|---|---|---|",
         f"| the probe: the faster sum over {data['probe_mb']} MiB on every core | "
         f"{format_spread(data['probe'])} | - | - |",
