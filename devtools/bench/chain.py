@@ -40,7 +40,7 @@ from common.cli import ArgumentParser, exit_status
 from common.steps import REPO
 from devtools.bench.machine import machine_line, seconds_for, wait_until_idle
 from devtools.bench.probe import READERS, ReadProbe
-from devtools.bench.stats import format_spread, summary
+from devtools.bench.stats import format_percent, format_spread, summary
 
 EMBED, HEADS, CONTEXT = 768, 12, 1024
 # A block's parameters in gpt2_decode_blocks' order: (name, shape); the
@@ -240,14 +240,10 @@ def format_table(data: dict) -> str:
     for chain in data["chains"]:
         lines.append(
             f"| {chain['dtype']} weights, {WAYS[chain['way']]} | "
-            f"{format_spread(chain['gb_per_s'])} | {percent(chain['of_probe'])} | "
-            f"{percent(chain['of_one_call']) if chain['way'] != 'one_call' else '-'} |"
+            f"{format_spread(chain['gb_per_s'])} | {format_percent(chain['of_probe'])} | "
+            f"{format_percent(chain['of_one_call']) if chain['way'] != 'one_call' else '-'} |"
         )
     return "\n".join(lines) + "\n"
-
-
-def percent(ratios: dict) -> str:
-    return format_spread({k: 100 * ratios[k] for k in ("median", "min", "max")}, "%", 0)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

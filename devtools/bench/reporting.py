@@ -10,7 +10,7 @@ from pathlib import Path
 
 from devtools.bench.probe import READERS
 from devtools.bench.profile import BURST, WARM_CALLS
-from devtools.bench.stats import format_spread
+from devtools.bench.stats import format_percent, format_spread
 
 
 def load_line(load: dict) -> str:
@@ -138,17 +138,12 @@ def format_ceiling(data: dict) -> list[str]:
         best = max(s["median"] for s in contender["tokens_per_s"].values())
         megabytes = weights * contender["bytes_per_weight"] / 1e6
         of_ceiling = "-" if over else f"{fraction:.0%}"
-        of_probe = format_share(paired[key]) if key in paired else "-"
+        of_probe = format_percent(paired[key]) if key in paired else "-"
         lines.append(
             f"| {contender['name']} | {megabytes:.0f} MB | {best:.1f} tok/s | {of_ceiling} "
             f"| {of_probe} |"
         )
     return lines + [""]
-
-
-def format_share(spread: dict) -> str:
-    """A fraction's median (min-max) in percent: 92% (85-97%)."""
-    return f"{spread['median']:.0%} ({spread['min'] * 100:.0f}-{spread['max']:.0%})"
 
 
 def over_ceiling(data: dict) -> list[str]:

@@ -46,3 +46,8 @@ def format_spread(stats: dict, unit: str = "", digits: int = 2) -> str:
     """'1.34x (1.28-1.40)': the median, then min-max."""
     f = f"{{:.{digits}f}}"
     return f"{f.format(stats['median'])}{unit} ({f.format(stats['min'])}-{f.format(stats['max'])})"
+
+
+def format_percent(fractions: dict) -> str:
+    """'92% (85-97)': a fraction's median, then min-max, in percent."""
+    return format_spread({k: 100 * fractions[k] for k in ("median", "min", "max")}, "%", 0)
