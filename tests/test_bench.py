@@ -52,8 +52,11 @@ def test_busy_uses_other_processes_cpu_when_known() -> None:
     assert is_busy(1.0, None, 2) and not is_busy(0.1, None, 2)
 
 
-# GB/s the probe read before each length's decodes, round by round.
-PROBE_BEFORE = {32: [25.0, 30.0, 27.5], 128: [30.0, 29.0, 31.0]}
+# GB/s the probe read right before each contender's decodes, round by round.
+PROBE_BEFORE = {
+    "transformers": {32: [25.0, 30.0, 27.5], 128: [30.0, 29.0, 31.0]},
+    "fast": {32: [50.0, 30.0, 27.5], 128: [28.0, 29.0, 31.0]},
+}
 
 
 def fake_data() -> dict:
@@ -96,7 +99,10 @@ def fake_data() -> dict:
         weight_bytes=500_000_000,
         roofline_tokens_per_s=62.0,
         ceiling_fraction=ceiling_fractions(per_contender, 125_000_000, 31.0),
-        probe_before={"32": PROBE_BEFORE[32], "128": PROBE_BEFORE[128]},
+        probe_before={
+            key: {str(n): gb_s for n, gb_s in by_length.items()}
+            for key, by_length in PROBE_BEFORE.items()
+        },
         probe_fraction=paired_fractions(per_contender, 125_000_000, PROBE_BEFORE),
         config=dict(n_layer=2),
         contenders=per_contender,
@@ -169,7 +175,7 @@ def test_each_contender_gets_its_fraction_of_the_ceiling() -> None:
     # fast: 20 tok/s (its best median) x 125 M weights x 4 bytes = 10 GB/s of 31 GB/s
     assert data["ceiling_fraction"]["fast"] == pytest.approx(10 / 31)
     report = format_report(data)
-    assert "| ours, fast | 500 MB | 20.0 tok/s | 32% | 40% (30-40) |" in report
+    assert "| ours, fast | 500 MB | 20.0 tok/s | 32% | 30% (20-40) |" in report
     assert not over_ceiling(data)
     # Each reader of the probe, so that a run shows which one set the ceiling.
     assert f"{READERS['torch']}, 29.0 GB/s (28.0-30.0)" in report
@@ -178,16 +184,19 @@ def test_each_contender_gets_its_fraction_of_the_ceiling() -> None:
 
 def test_a_decode_is_paired_with_the_probe_of_its_own_round() -> None:
     """The fraction of the probe before it: each round's tokens/s at the best
-    length (32 here) over what the probe read just before, so that a round
-    where the memory read slower does not count against the contender."""
+    length (32 here) over what the probe read right before that decode, so
+    that a round where the memory read slower does not count against the
+    contender, nor a reading taken before another contender's decode."""
     data = fake_data()
     fast = data["probe_fraction"]["fast"]
-    # 20, 18 and 22 tok/s x 500 MB = 10, 9 and 11 GB/s, against 25, 30, 27.5.
-    assert fast["length"] == 32 and fast["samples"] == pytest.approx([0.4, 0.3, 0.4])
+    # 20, 18 and 22 tok/s x 500 MB = 10, 9 and 11 GB/s, against 50, 30, 27.5.
+    assert fast["length"] == 32 and fast["samples"] == pytest.approx([0.2, 0.3, 0.4])
     transformers = data["probe_fraction"]["transformers"]
+    # 5, 6 and 5.5 GB/s against 25, 30, 27.5: its own readings, not fast's.
     assert transformers["samples"] == pytest.approx([0.2, 0.2, 0.2])
+    one_round = {key: {32: [25.0], 128: [30.0]} for key in PROBE_BEFORE}
     with pytest.raises(ValueError):  # a round without its reading
-        paired_fractions(data["contenders"], 125_000_000, {32: [25.0], 128: [30.0]})
+        paired_fractions(data["contenders"], 125_000_000, one_round)
 
 
 @pytest.mark.parametrize("streams", [1, 3, 8])
@@ -212,7 +221,7 @@ def test_no_fraction_over_the_ceiling_is_printed() -> None:
     report = format_report(data)
     assert "No fractions of the ceiling are given" in report and "125%" in report
     # The round-by-round fractions stand: each is paired with its own reading.
-    assert "| ours, fast | 500 MB | 20.0 tok/s | - | 40% (30-40) |" in report
+    assert "| ours, fast | 500 MB | 20.0 tok/s | - | 30% (20-40) |" in report
 
 
 def test_a_gpu_run_gives_no_fraction_of_the_hosts_ceiling(tmp_path: Path) -> None:
@@ -260,12 +269,17 @@ def test_smoke_run_on_a_tiny_model(tmp_path: Path) -> None:
     for contender in data["contenders"].values():
         assert contender["first_token_s"]["n"] == 2
         assert contender["prefill_tokens_per_s"]["n"] == 2
-    # The probe's readers, each before each length's decodes in every round
-    # (2 x 2) and after the last; the ceiling is the fastest read of any.
+    # The probe's readers, each right before each decode (a contender, a
+    # length and a round each; step16 stops at 2) and after the last; the
+    # ceiling is the fastest read of any.
+    decodes = {key: {"2": 2, "4": 2} for key in data["contenders"]}
+    decodes["step16"] = {"2": 2, "4": 0}
+    probe_before = data["probe_before"]
+    assert {key: {n: len(gb_s) for n, gb_s in by_length.items()} for key, by_length in probe_before.items()} == decodes  # fmt: skip
     by_reader = data["bandwidth_by_reader"]
-    assert set(by_reader) == set(READERS) and all(r["n"] == 5 for r in by_reader.values())
+    probes = sum(sum(by_length.values()) for by_length in decodes.values()) + 1
+    assert set(by_reader) == set(READERS) and all(r["n"] == probes for r in by_reader.values())
     assert data["ceiling_gb_s"] == max(reader["max"] for reader in by_reader.values())
-    assert {n: len(gb_s) for n, gb_s in data["probe_before"].items()} == {"2": 2, "4": 2}
     assert set(data["probe_fraction"]) == set(data["contenders"])
     assert data["device"] == "cpu" and data["dtype"] == "float32"
     # Step 17 decodes with 6 matmuls per layer and the head; the fast model

@@ -154,13 +154,13 @@ def ceiling_fractions(contenders: dict, weight_count: int, ceiling_gb_s: float) 
 
 
 def paired_fractions(
-    contenders: dict, weight_count: int, probe_before: dict[int, list[float]]
+    contenders: dict, weight_count: int, probe_before: dict[str, dict[int, list[float]]]
 ) -> dict:
     """Each contender's tokens/s at the length of its best median, round by
-    round, as a fraction of what the probe read just before that length's
-    decodes in the same round allows it: {key: its length and the summary}.
-    The machine's bandwidth moves within a run; this pairs each decode with
-    the reading just before it, where the ceiling is the run's best."""
+    round, as a fraction of what the probe read just before that decode
+    allows it: {key: its length and the summary}. The machine's bandwidth
+    moves within seconds; this pairs each decode with the reading just
+    before it, where the ceiling is the run's best."""
     fractions = {}
     for key, contender in contenders.items():
         speeds = contender["tokens_per_s"]
@@ -169,7 +169,7 @@ def paired_fractions(
         length = max(speeds, key=lambda n: speeds[n]["median"])
         bytes_per_token = weight_count * contender["bytes_per_weight"]
         samples = speeds[length]["samples"]
-        probes = probe_before[int(length)]
+        probes = probe_before[key][int(length)]
         shares = [
             tokens * bytes_per_token / (gb_s * 1e9)
             for tokens, gb_s in zip(samples, probes, strict=True)

@@ -48,16 +48,17 @@ def measure(
     latency (the short prompt, one token) and prefill throughput (the long
     prompt, one token), each a list of `repeats` samples. `settle` runs
     before each timed call (the workers' spinning threads); `probe`, if
-    given, measures the memory bandwidth before each length's decodes in
-    every round (the machine's changes within seconds: one figure taken
-    before the run is no ceiling), kept by length in `probe_before` so that
-    each decode can be paired with the reading just before it."""
+    given, measures the memory bandwidth right before each decode (the
+    machine's changes within seconds: one figure taken before the run is no
+    ceiling, nor is one taken before the other contenders' decodes), kept
+    by contender and length in `probe_before` so that each decode can be
+    paired with the reading just before it."""
     by_key = {c.key: c for c in contenders}
     tokens_per_s = {c.key: {n: [] for n in lengths} for c in contenders}
     first_token = {c.key: [] for c in contenders}
     prefill = {c.key: [] for c in contenders}
     bandwidth: list[float] = []
-    probe_before: dict[int, list[float]] = {n: [] for n in lengths}
+    probe_before = {c.key: {n: [] for n in lengths} for c in contenders}
     for contender in contenders:  # warm-up: not timed
         contender.generate(prompt, 2)
         contender.generate(long_prompt, 1)
@@ -69,14 +70,14 @@ def measure(
             settle()
             prefill[key].append(len(long_prompt) / seconds_for(contender.generate, long_prompt, 1))
         for n in lengths:
-            if probe is not None:
-                settle()
-                probe_before[n].append(probe())
-                bandwidth.append(probe_before[n][-1])
             for key in order:
                 contender = by_key[key]
                 if contender.max_length is not None and n > contender.max_length:
                     continue
+                if probe is not None:
+                    settle()
+                    bandwidth.append(probe())
+                    probe_before[key][n].append(bandwidth[-1])
                 settle()
                 tokens_per_s[key][n].append(n / seconds_for(contender.generate, prompt, n))
         log(
@@ -261,7 +262,7 @@ def measure_all(args, config, contenders, prompt, long_prompt, lengths, probe, w
             + " and ".join(f"{size} MiB" for size in args.bandwidth_sizes)
             + " on every core by each of "
             + " and ".join(READERS.values())
-            + ", before each length's decodes in every round and after the last",
+            + ", right before each decode and after the last",
         ),
         bandwidth_by_reader={
             reader: summary([reading[reader] for reading in readings]) for reader in READERS
@@ -271,7 +272,10 @@ def measure_all(args, config, contenders, prompt, long_prompt, lengths, probe, w
         weight_bytes=weight_count * bytes_per_weight,
         roofline_tokens_per_s=ceiling * 1e9 / (weight_count * bytes_per_weight),
         ceiling_fraction=ceiling_fractions(per_contender, weight_count, ceiling),
-        probe_before={str(n): gb_s for n, gb_s in raw["probe_before"].items()},
+        probe_before={
+            key: {str(n): gb_s for n, gb_s in by_length.items()}
+            for key, by_length in raw["probe_before"].items()
+        },
         probe_fraction=paired_fractions(per_contender, weight_count, raw["probe_before"]),
         contenders=per_contender,
         ratios=ratios,

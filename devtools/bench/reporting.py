@@ -127,8 +127,8 @@ def format_ceiling(data: dict) -> list[str]:
     lines += [
         "",
         "Of the ceiling: the best median over the run's fastest read. Of the probe before "
-        "it: the same length's tokens/s in each round over what the probe read just before "
-        "that length's decodes, the median (min-max) over the rounds.",
+        "it: the same length's tokens/s in each round over what the probe read right before "
+        "that decode, the median (min-max) over the rounds.",
         "",
         "| model | bytes per token | best median | of the ceiling | of the probe before it |",
         "|---|---|---|---|---|",
