@@ -242,7 +242,9 @@ def test_the_kernels_take_their_vector_width_from_the_cpu() -> None:
 
 # --- the row kernel on its own -------------------------------------------------
 # n_in = 37 leaves a scalar tail after two 16-wide chunks (and after one
-# 32-pair bfloat16 dot product); n_in = 80 a single chunk after two pairs.
+# 32-pair bfloat16 dot product; for one row of x, whose weight streams load
+# 32 bytes at a time, after four 8-lane float32 loads or two 16-pair
+# bfloat16 ones); n_in = 80 a single chunk after two pairs.
 # n_out = 42: two weight rows after the last block of four, and for one row
 # of x two after the eight streams' five rows each. (All 42 fit in one claim
 # of the cores' shares; the model tests' larger matrices, the head's 300 rows

@@ -31,6 +31,16 @@ comptime WIDTH = simd_width_of[DType.float32]()
 # conversions and two FMAs.
 comptime HAS_BF16_DOT = CompilationTarget._has_feature["avx512bf16"]()
 comptime PAIRS = 32  # bfloat16 lanes one vdpbf16ps reads from each operand
+# Bytes of weights one load takes in a decoded token's streams (at most a
+# vector register's). AMD's Zen 4 executes a 512-bit vector as two 256-bit
+# halves, and there 32-byte loads keep more reads from memory in flight: a
+# float32 sum on one core read 1.1-1.2x as fast as with 64-byte loads, and
+# the 124M model decoded 1.056x as fast in bfloat16, 1.01x in float32
+# (docs/src/performance.md). A loop bound by memory has the load ports to
+# spare for twice the loads on any x86 core. (vdpbf16ps on 256-bit
+# registers needs AVX512VL, which every CPU with AVX512_BF16 has.)
+comptime READ_BYTES = 32
+comptime READ_PAIRS = READ_BYTES // 2  # the bfloat16 pairs of one such load
 # A decoded token's weight rows are read in STREAMS equal parts at once: one
 # core then has as many reads from memory in flight. Twelve blocks' weights
 # (devtools.bench.chain's graph), AMD EPYC, 2 cores, against one stream in
@@ -54,6 +64,25 @@ def dot_pairs(
     return llvm_intrinsic["llvm.x86.avx512bf16.dpbf16ps.512", SIMD[DType.float32, 16]](
         sums, a, b
     )
+
+
+@always_inline
+def dot_read_pairs(
+    sums: SIMD[DType.float32, READ_PAIRS // 2],
+    a: SIMD[DType.bfloat16, READ_PAIRS],
+    b: SIMD[DType.bfloat16, READ_PAIRS],
+) -> SIMD[DType.float32, READ_PAIRS // 2]:
+    """dot_pairs on READ_BYTES of each operand: vdpbf16ps on 256-bit registers."""
+    comptime assert READ_BYTES == 32, "a 32-byte vdpbf16ps"
+    return llvm_intrinsic["llvm.x86.avx512bf16.dpbf16ps.256", SIMD[DType.float32, 8]](
+        sums, a, b
+    )
+
+
+def read_lanes[dtype: DType]() -> Int:
+    """Lanes of `dtype` one load of a decoded token's weight streams takes:
+    READ_BYTES of them, at most a vector register's worth (WIDTH)."""
+    return min(WIDTH, READ_BYTES // size_of[dtype]())
 
 
 @always_inline
@@ -151,17 +180,18 @@ def dot_bf16_streams[
 ) -> SIMD[DType.float32, streams]:
     """(w_first + s * stride) . x_row for each s < streams, at once (only where
     HAS_BF16_DOT): weight rows far apart in memory streamed side by side, so
-    that `streams` reads are in flight instead of one."""
-    var dot_end = n_in - n_in % PAIRS
-    var sums = stack_allocation[streams, SIMD[DType.float32, 16]]()
+    that `streams` reads are in flight instead of one, READ_BYTES a load."""
+    var dot_end = n_in - n_in % READ_PAIRS
+    var sums = stack_allocation[streams, SIMD[DType.float32, READ_PAIRS // 2]]()
     comptime for s in range(streams):
         sums[s] = 0
     var k = 0
     while k < dot_end:
-        var x = (x_row + k).load[width=PAIRS]()
+        var x = (x_row + k).load[width=READ_PAIRS]()
         comptime for s in range(streams):
-            sums[s] = dot_pairs(sums[s], (w_first + s * stride + k).load[width=PAIRS](), x)
-        k += PAIRS
+            var w = (w_first + s * stride + k).load[width=READ_PAIRS]()
+            sums[s] = dot_read_pairs(sums[s], w, x)
+        k += READ_PAIRS
     var totals = SIMD[DType.float32, streams](0)
     comptime for s in range(streams):
         var total = sums[s].reduce_add()
@@ -187,8 +217,9 @@ def dot_rows_streamed[
 ) -> Int:
     """dest[n * dest_stride] = w_ptr[n] . x_row for one row of x (a decoded
     token) and the weight rows from `first`, in STREAMS equal parts side by
-    side. Returns the first row not done (fewer than STREAMS are left before
-    `last`). x_row is bfloat16 with `use_bf16_dot`, else float32."""
+    side, READ_BYTES of each a load. Returns the first row not done (fewer
+    than STREAMS are left before `last`). x_row is bfloat16 with
+    `use_bf16_dot`, else float32."""
     var part = (last - first) // STREAMS
     for i in range(part):
         var n = first + i
@@ -199,7 +230,8 @@ def dot_rows_streamed[
         else:
             var x = x_row.bitcast[Float32]()
             var w = w_ptr + n * n_in
-            dots = dot_widening_streams[STREAMS, width=width](w, part * n_in, x, n_in)
+            comptime lanes = min(width, read_lanes[wtype]())
+            dots = dot_widening_streams[STREAMS, width=lanes](w, part * n_in, x, n_in)
         comptime for s in range(STREAMS):
             dest[(n + s * part) * dest_stride] = dots[s]
     return first + STREAMS * part

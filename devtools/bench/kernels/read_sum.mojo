@@ -2,8 +2,8 @@
 core, each core's slice in `streams` equal parts read side by side.
 
 A decoded token's weights are read by fast/kernels in eight streams a core,
-and one core then has more reads from memory in flight than with one long
-stream (PyTorch's sum reads one a core). A ceiling measured with one stream
+32 bytes a load, and one core then has more reads from memory in flight
+than with one long stream (PyTorch's sum reads one a core). A ceiling measured with one stream
 can sit below what the kernels read; devtools/bench/probe.py reads with both
 and takes the faster.
 """
@@ -15,7 +15,9 @@ from max.algorithm import parallelize
 import extensibility
 from extensibility import InputTensor, OutputTensor
 
-comptime WIDTH = simd_width_of[DType.float32]()
+# 32 bytes a load (at most a vector register), as fast/kernels read a
+# token's weights (READ_BYTES there).
+comptime WIDTH = min(simd_width_of[DType.float32](), 8)
 
 
 @extensibility.register("bench_read_sum")
