@@ -274,8 +274,11 @@ def test_smoke_run_on_a_tiny_model(tmp_path: Path) -> None:
     # ceiling is the fastest read of any.
     decodes = {key: {"2": 2, "4": 2} for key in data["contenders"]}
     decodes["step16"] = {"2": 2, "4": 0}
-    probe_before = data["probe_before"]
-    assert {key: {n: len(gb_s) for n, gb_s in by_length.items()} for key, by_length in probe_before.items()} == decodes  # fmt: skip
+    readings = {
+        key: {n: len(gb_s) for n, gb_s in by_length.items()}
+        for key, by_length in data["probe_before"].items()
+    }
+    assert readings == decodes
     by_reader = data["bandwidth_by_reader"]
     probes = sum(sum(by_length.values()) for by_length in decodes.values()) + 1
     assert set(by_reader) == set(READERS) and all(r["n"] == probes for r in by_reader.values())

@@ -3,9 +3,9 @@ core, each core's slice in `streams` equal parts read side by side.
 
 A decoded token's weights are read by fast/kernels in eight streams a core,
 32 bytes a load, and one core then has more reads from memory in flight
-than with one long stream (PyTorch's sum reads one a core). A ceiling measured with one stream
-can sit below what the kernels read; devtools/bench/probe.py reads with both
-and takes the faster.
+than with one long stream (PyTorch's sum reads one a core). A ceiling
+measured with one stream can sit below what the kernels read;
+devtools/bench/probe.py reads with both and takes the faster.
 """
 
 from std.math import ceildiv
