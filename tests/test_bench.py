@@ -59,6 +59,12 @@ PROBE_BEFORE = {
     "fast": {32: [50.0, 30.0, 27.5], 128: [28.0, 29.0, 31.0]},
 }
 
+# ... and what a sustained read (--sustain-seconds) read right before them.
+SUSTAINED_BEFORE = {
+    "transformers": {32: [10.0, 12.0, 11.0], 128: [20.0, 20.0, 20.0]},
+    "fast": {32: [25.0, 20.0, 22.0], 128: [20.0, 20.0, 20.0]},
+}
+
 
 def fake_data() -> dict:
     """What run() returns, with made-up samples: the report reads only this."""
@@ -105,6 +111,12 @@ def fake_data() -> dict:
             for key, by_length in PROBE_BEFORE.items()
         },
         probe_fraction=paired_fractions(per_contender, 125_000_000, PROBE_BEFORE),
+        sustained_gb_s=dict(summary([25.0, 20.0, 22.0]), method="read on end"),
+        sustained_before={
+            key: {str(n): gb_s for n, gb_s in by_length.items()}
+            for key, by_length in SUSTAINED_BEFORE.items()
+        },
+        sustained_fraction=paired_fractions(per_contender, 125_000_000, SUSTAINED_BEFORE),
         config=dict(n_layer=2),
         contenders=per_contender,
         ratios=ratios,
@@ -176,8 +188,17 @@ def test_each_contender_gets_its_fraction_of_the_ceiling() -> None:
     # fast: 20 tok/s (its best median) x 125 M weights x 4 bytes = 10 GB/s of 31 GB/s
     assert data["ceiling_fraction"]["fast"] == pytest.approx(10 / 31)
     report = format_report(data)
-    assert "| ours, fast | 500 MB | 20.0 tok/s | 32% | 30% (20-40) |" in report
+    # ... of the fastest read right before each decode, and of the sustained read:
+    # 10, 9 and 11 GB/s against 25, 20 and 22.
+    assert "| ours, fast | 500 MB | 20.0 tok/s | 32% | 30% (20-40) | 45% (40-50) |" in report
+    assert "(read on end; 22.0 GB/s (20.0-25.0) over the run)" in report
     assert not over_ceiling(data)
+    # A run without sustained reads (--sustain-seconds 0, or older data) has no such column.
+    for key in ("sustained_gb_s", "sustained_before", "sustained_fraction"):
+        del data[key]
+    report = format_report(data)
+    assert "| ours, fast | 500 MB | 20.0 tok/s | 32% | 30% (20-40) |\n" in report
+    assert "sustained" not in report
     # Each reader of the probe, so that a run shows which one set the ceiling.
     assert f"{READERS['torch']}, 29.0 GB/s (28.0-30.0)" in report
     assert f"{READERS['ours']}, 29.0 GB/s (27.0-31.0)" in report
@@ -257,7 +278,8 @@ def test_smoke_run_on_a_tiny_model(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "devtools.bench", "--config", TINY, "--lengths", "2", "4",
          "--repeats", "2", "--prefill-length", "32", "--no-cache-max", "2",
-         "--bandwidth-repeats", "1", "--bandwidth-sizes", "16", "--device", "cpu",
+         "--bandwidth-repeats", "1", "--bandwidth-sizes", "16", "--sustain-seconds", "0.05",
+         "--device", "cpu",
          "--out", str(tmp_path / "book"), "--json", str(out)],
         cwd=REPO, env=max_runtime.child_env(), capture_output=True, text=True, timeout=1800,
     )  # fmt: skip
@@ -280,11 +302,18 @@ def test_smoke_run_on_a_tiny_model(tmp_path: Path) -> None:
         for key, by_length in data["probe_before"].items()
     }
     assert readings == decodes
+    sustained = {
+        key: {n: len(gb_s) for n, gb_s in by_length.items()}
+        for key, by_length in data["sustained_before"].items()
+    }
+    assert sustained == decodes
     by_reader = data["bandwidth_by_reader"]
     probes = sum(sum(by_length.values()) for by_length in decodes.values()) + 1
     assert set(by_reader) == set(READERS) and all(r["n"] == probes for r in by_reader.values())
+    assert data["sustained_gb_s"]["n"] == probes
     assert data["ceiling_gb_s"] == max(reader["max"] for reader in by_reader.values())
     assert set(data["probe_fraction"]) == set(data["contenders"])
+    assert set(data["sustained_fraction"]) == set(data["contenders"])
     assert data["device"] == "cpu" and data["dtype"] == "float32"
     # Step 17 decodes with 6 matmuls per layer and the head; the fast model
     # with our kernels instead: one call for all the blocks (gpt2_decode_blocks),
@@ -425,3 +454,23 @@ def test_the_books_gpu_kernel_table_is_the_summary_of_its_trace() -> None:
     bench = REPO / "docs" / "src" / "bench"
     table = (bench / "gpu_kernels_bfloat16.md").read_text()
     assert table == gpu_kernels.summarize(bench / "gpu_kernels_bfloat16.csv") + "\n"
+
+
+def test_a_sustained_read_reads_at_least_once_for_its_seconds() -> None:
+    calls = []
+    passes, seconds = probe.reads_for(lambda: calls.append(1), 0.0)
+    assert passes == len(calls) == 1 and seconds >= 0
+    passes, seconds = probe.reads_for(lambda: calls.append(1), 0.02)
+    assert passes == len(calls) - 1 >= 1 and seconds >= 0.02
+
+
+def test_the_probe_keeps_each_readers_sustained_read_when_asked() -> None:
+    max_runtime.prepare()
+    sustaining = probe.ReadProbe((8, 16), best_of=1, sustain_s=0.02)
+    sustaining()
+    assert len(sustaining.readings) == len(sustaining.sustained) == 1  # the largest size only
+    assert set(sustaining.sustained[0]) == set(READERS)
+    assert all(gb_s > 0 for gb_s in sustaining.sustained[0].values())
+    short = probe.ReadProbe((8,), best_of=1)
+    short()
+    assert len(short.readings) == 1 and short.sustained == []

@@ -30,4 +30,8 @@ The modules, in the order a run uses them:
 - `profile.py`: where the time goes: the decode graphs' operations, and the
   head's projection timed alone.
 - `reporting.py`: the book's table, profile and plot, from the JSON data only.
+
+Beside a run: `chain.py` reads the twelve blocks' weights through our
+kernels against the same probe, and `gpu_kernels.py` is the program that
+Nsight Compute traces on a GPU, and the summary of its trace.
 """

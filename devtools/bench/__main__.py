@@ -12,6 +12,7 @@ from common import max_runtime
 from common.cli import ArgumentParser, UsageError, exit_status
 from common.steps import REPO
 from devtools.bench.measuring import LENGTHS, PREFILL_LENGTH, run
+from devtools.bench.probe import SUSTAIN_S
 from devtools.bench.reporting import format_report, over_ceiling, render
 
 OUT = REPO / "docs" / "src" / "bench"
@@ -58,6 +59,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--prefill-length", type=int, default=PREFILL_LENGTH)
     parser.add_argument(
         "--bandwidth-repeats", type=int, default=3, help="sums per size per bandwidth probe"
+    )
+    parser.add_argument(
+        "--sustain-seconds",
+        type=float,
+        default=SUSTAIN_S,
+        help="seconds each reader reads on end in each bandwidth probe (0: none)",
     )
     parser.add_argument(  # tests: small arrays
         "--bandwidth-sizes", type=int, nargs="+", default=[256, 1024], help=argparse.SUPPRESS

@@ -52,13 +52,16 @@ def measure(
     machine's changes within seconds: one figure taken before the run is no
     ceiling, nor is one taken before the other contenders' decodes), kept
     by contender and length in `probe_before` so that each decode can be
-    paired with the reading just before it."""
+    paired with the reading just before it; where the probe also keeps
+    `sustained` readings (ReadProbe with sustain_s), their fastest reader's
+    GB/s right before each decode goes in `sustained_before` alike."""
     by_key = {c.key: c for c in contenders}
     tokens_per_s = {c.key: {n: [] for n in lengths} for c in contenders}
     first_token = {c.key: [] for c in contenders}
     prefill = {c.key: [] for c in contenders}
     bandwidth: list[float] = []
     probe_before = {c.key: {n: [] for n in lengths} for c in contenders}
+    sustained_before = {c.key: {n: [] for n in lengths} for c in contenders}
     for contender in contenders:  # warm-up: not timed
         contender.generate(prompt, 2)
         contender.generate(long_prompt, 1)
@@ -78,6 +81,9 @@ def measure(
                     settle()
                     bandwidth.append(probe())
                     probe_before[key][n].append(bandwidth[-1])
+                    sustained = getattr(probe, "sustained", None)
+                    if sustained:
+                        sustained_before[key][n].append(max(sustained[-1].values()))
                 settle()
                 tokens_per_s[key][n].append(n / seconds_for(contender.generate, prompt, n))
         log(
@@ -97,6 +103,30 @@ def measure(
         prefill=prefill,
         bandwidth=bandwidth,
         probe_before=probe_before,
+        sustained_before=sustained_before,
+    )
+
+
+def sustained_results(
+    args: argparse.Namespace, per_contender: dict, weight_count: int, raw: dict, sustained: list
+) -> dict:
+    """The sustained reads (--sustain-seconds): their spread, each decode's
+    reading right before it, and each contender's fraction of that reading."""
+    if not sustained:
+        return {}
+    largest = max(args.bandwidth_sizes)
+    return dict(
+        sustained_gb_s=dict(
+            summary(sustained),
+            method=f"{largest} MiB read on end for {args.sustain_seconds:g} s by each of "
+            + " and ".join(READERS.values())
+            + ", the faster, right before each decode and after the last",
+        ),
+        sustained_before={
+            key: {str(n): gb_s for n, gb_s in by_length.items()}
+            for key, by_length in raw["sustained_before"].items()
+        },
+        sustained_fraction=paired_fractions(per_contender, weight_count, raw["sustained_before"]),
     )
 
 
@@ -174,7 +204,7 @@ def run(args: argparse.Namespace) -> dict:
     )
     print(f"Load average before: {os.getloadavg()[0]:.2f} on {usable_cpus()} cores", flush=True)
     with progress("building the bandwidth probe's sum kernel"):
-        probe = ReadProbe(args.bandwidth_sizes, args.bandwidth_repeats)
+        probe = ReadProbe(args.bandwidth_sizes, args.bandwidth_repeats, args.sustain_seconds)
     print(f"Memory read bandwidth now: {probe():.1f} GB/s", flush=True)
 
     with tempfile.TemporaryDirectory() as directory:
@@ -225,7 +255,7 @@ def measure_all(args, config, contenders, prompt, long_prompt, lengths, probe, w
             print(f"compile {c.key}: {c.compile_s:.1f} s", flush=True)
 
     monitor = LoadMonitor(pids)
-    readings_before = len(probe.readings)
+    readings_before, sustained_before = len(probe.readings), len(probe.sustained)
     # The probe's own threads (MAX's, PyTorch's) spin a while after it, too.
     quiet = [*pids, os.getpid()]
     raw = measure(
@@ -240,6 +270,7 @@ def measure_all(args, config, contenders, prompt, long_prompt, lengths, probe, w
     wait_until_idle(quiet)
     raw["bandwidth"].append(probe())  # and once more after the last round
     readings = probe.readings[readings_before:]
+    sustained = [max(reading.values()) for reading in probe.sustained[sustained_before:]]
     load = monitor.finish()
     per_contender, ratios = results_from(contenders, raw, lengths, baselines)
     bandwidth = summary(raw["bandwidth"])
@@ -277,6 +308,7 @@ def measure_all(args, config, contenders, prompt, long_prompt, lengths, probe, w
             for key, by_length in raw["probe_before"].items()
         },
         probe_fraction=paired_fractions(per_contender, weight_count, raw["probe_before"]),
+        **sustained_results(args, per_contender, weight_count, raw, sustained),
         contenders=per_contender,
         ratios=ratios,
         decode_ops=decode_graph_ops(config, use_kernels=device == "cpu"),

@@ -7,13 +7,19 @@ streams a core, which keeps more reads in flight. Where the eight streams
 read faster, a ceiling from PyTorch's sum alone would sit below what the
 model can read; where PyTorch's sum is faster, the kernels' reading leaves
 that much on the table. Each run records both.
+
+Each reader also reads the largest array on end for a while (SUSTAIN_S): a
+decode reads its weights for a second or more, and the fastest of a few
+short reads catches the memory at its quickest, which a second's reading
+averages away. A decode is paired with both readings taken right before it.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from devtools.bench.machine import seconds_for, wait_until_idle
@@ -23,6 +29,8 @@ KERNELS = Path(__file__).with_name("kernels")  # read_sum.mojo, built by MAX on 
 # (STREAMS in fast/kernels/gpt2_kernels.mojo).
 READERS = {"torch": "PyTorch's sum, one stream a core", "ours": "our sum, eight streams a core"}
 STREAMS = {"ours": 8}
+# Seconds each reader reads the largest array on end, in each probe.
+SUSTAIN_S = 0.5
 
 
 def sum_graph(streams: int):
@@ -45,26 +53,36 @@ def sum_graph(streams: int):
 class ReadProbe:
     """Call it for the GB/s this machine reads now: the fastest of `best_of`
     reads by each reader over arrays of each size in `sizes_mb` (all larger
-    than the caches). Each call's figure per reader is kept in `readings`."""
+    than the caches). Each call's figure per reader is kept in `readings`;
+    with `sustain_s`, also each reader's GB/s over that many seconds of
+    reading the largest array on end, in `sustained`."""
 
-    def __init__(self, sizes_mb: Sequence[int] = (256, 1024), best_of: int = 3) -> None:
-        self.sizes_mb, self.best_of = tuple(sizes_mb), best_of
+    def __init__(
+        self, sizes_mb: Sequence[int] = (256, 1024), best_of: int = 3, sustain_s: float = 0.0
+    ) -> None:
+        self.sizes_mb, self.best_of, self.sustain_s = tuple(sizes_mb), best_of, sustain_s
         self.graphs = {reader: sum_graph(streams) for reader, streams in STREAMS.items()}
         self.readings: list[dict[str, float]] = []
+        self.sustained: list[dict[str, float]] = []
 
     def __call__(self) -> float:
         best = dict.fromkeys(READERS, 0.0)
         for megabytes in self.sizes_mb:
-            for reader, gb_s in self.read(megabytes).items():
+            sustain_s = self.sustain_s if megabytes == max(self.sizes_mb) else 0.0
+            fastest, sustained = self.read(megabytes, sustain_s)
+            for reader, gb_s in fastest.items():
                 best[reader] = max(best[reader], gb_s)
+            if sustained:
+                self.sustained.append(sustained)
         self.readings.append(best)
         return max(best.values())
 
-    def read(self, megabytes: int) -> dict[str, float]:
-        """Each reader's fastest GB/s over one array of `megabytes` MiB, one
-        reader after the other, each once this process is quiet: PyTorch's
-        threads spin for a while after a sum, and our kernel on the same cores
-        right after one read 7% slower."""
+    def read(self, megabytes: int, sustain_s: float = 0.0) -> tuple[dict, dict]:
+        """Each reader's fastest GB/s over one array of `megabytes` MiB, and
+        (with `sustain_s`) its GB/s over that many seconds of reading it on
+        end; one reader after the other, each once this process is quiet:
+        PyTorch's threads spin for a while after a sum, and our kernel on the
+        same cores right after one read 7% slower."""
         import torch
         from max.driver import Buffer
 
@@ -73,10 +91,23 @@ class ReadProbe:
         reads = {"torch": data.sum}
         for reader, graph in self.graphs.items():
             reads[reader] = functools.partial(graph.execute, buffer)
-        best = {}
+        fastest, sustained = {}, {}
         for reader, read in reads.items():
             wait_until_idle([os.getpid()])
             read()  # warm-up: the pages, the threads
             seconds = min(seconds_for(read) for _ in range(self.best_of))
-            best[reader] = data.numel() * 4 / seconds / 1e9
-        return best
+            fastest[reader] = data.numel() * 4 / seconds / 1e9
+            if sustain_s > 0:
+                passes, seconds = reads_for(read, sustain_s)
+                sustained[reader] = passes * data.numel() * 4 / seconds / 1e9
+        return fastest, sustained
+
+
+def reads_for(read: Callable[[], object], seconds: float) -> tuple[int, float]:
+    """Call `read` again and again for at least `seconds` (at least once):
+    how many times, and the seconds they took."""
+    passes, started = 0, time.perf_counter()
+    while passes == 0 or time.perf_counter() - started < seconds:
+        read()
+        passes += 1
+    return passes, time.perf_counter() - started

@@ -124,14 +124,23 @@ def format_ceiling(data: dict) -> list[str]:
             "ceiling was measured too low (the machine's bandwidth moved during the run).",
         ]
     paired = data.get("probe_fraction") or {}
+    sustained = data.get("sustained_fraction") or {}
     lines += [
         "",
         "Of the ceiling: the best median over the run's fastest read. Of the probe before "
         "it: the same length's tokens/s in each round over what the probe read right before "
-        "that decode, the median (min-max) over the rounds.",
+        "that decode, the median (min-max) over the rounds."
+        + (
+            f" Of the sustained read: the same, over the sustained read right before it "
+            f"({data['sustained_gb_s']['method']}; "
+            f"{format_spread(data['sustained_gb_s'], ' GB/s', 1)} over the run)."
+            if sustained
+            else ""
+        ),
         "",
-        "| model | bytes per token | best median | of the ceiling | of the probe before it |",
-        "|---|---|---|---|---|",
+        "| model | bytes per token | best median | of the ceiling | of the probe before it |"
+        + (" of the sustained read |" if sustained else ""),
+        "|---|---|---|---|---|" + ("---|" if sustained else ""),
     ]
     for key, fraction in fractions.items():
         contender = data["contenders"][key]
@@ -139,10 +148,13 @@ def format_ceiling(data: dict) -> list[str]:
         megabytes = weights * contender["bytes_per_weight"] / 1e6
         of_ceiling = "-" if over else f"{fraction:.0%}"
         of_probe = format_percent(paired[key]) if key in paired else "-"
-        lines.append(
+        line = (
             f"| {contender['name']} | {megabytes:.0f} MB | {best:.1f} tok/s | {of_ceiling} "
             f"| {of_probe} |"
         )
+        if sustained:
+            line += f" {format_percent(sustained[key]) if key in sustained else '-'} |"
+        lines.append(line)
     return lines + [""]
 
 
