@@ -10,12 +10,13 @@ program it traces, and the summary of what it recorded:
     python -m devtools.bench.gpu_kernels summarize kernels.csv
 
 `run` loads GPT-2 124M's shapes (random weights, as the benchmark does),
-prefills a 16-token prompt and decodes --tokens tokens, timing each token
-by the wall clock. `summarize` finds the decode's kernels in the trace (the
-sequence that repeats once per token at the trace's end), and prints the GPU
-time a token's kernels add up to, against the wall-clock time a token takes
-(timed without the profiler, whose every kernel waits for the one before):
-what the GPU is busy for, and what it waits for.
+prefills a 16-token prompt and decodes --tokens tokens, printing each
+token's wall-clock time (meaningful without the profiler only: under it,
+every kernel waits for the one before). `summarize` finds the decode's
+kernels in the trace (the sequence that repeats once per token at the
+trace's end) and prints the GPU time a token's kernels add up to, by kernel
+family. Set against a token's wall-clock time (the benchmark's table), it
+says what the GPU is busy for, and what it waits for.
 """
 
 from __future__ import annotations
@@ -112,6 +113,8 @@ def _family_time(token: list[tuple[str, float]], name: str) -> float:
 
 
 def summarize(path: Path, repeats: int = 3) -> str:
+    """The Markdown the book includes: a token's kernel count and GPU time
+    (the median of the trace's last `repeats` tokens), and a row per family."""
     kernels = read_kernels(path)
     period = token_period([name for name, _ in kernels], repeats)
     tokens = [kernels[len(kernels) - (k + 1) * period :][:period] for k in range(repeats)]
