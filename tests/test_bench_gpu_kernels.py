@@ -69,3 +69,42 @@ def test_the_books_gpu_kernel_table_is_the_summary_of_its_trace() -> None:
     bench = REPO / "docs" / "src" / "bench"
     table = (bench / "gpu_kernels_bfloat16.md").read_text()
     assert table == gpu_kernels.summarize(bench / "gpu_kernels_bfloat16.csv") + "\n"
+
+
+TINY = '{"vocab_size": 300, "n_positions": 64, "n_embd": 64, "n_layer": 2, "n_head": 4}'
+
+
+def test_the_traced_program_decodes_and_times_each_token() -> None:
+    """`run` on the CPU with tiny shapes (on a GPU it is the same code):
+    a prompt, then each token timed."""
+    result = run_tool(
+        "devtools.bench.gpu_kernels", "run", "--device", "cpu", "--tokens", "3",
+        "--config", TINY, timeout=900,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    line = result.stdout.strip().splitlines()[-1]
+    assert line.startswith("wall clock per token (ms): ")
+    times = [float(ms) for ms in line.split(": ")[1].split()]
+    assert len(times) == 3 and all(ms > 0 for ms in times)
+
+
+@pytest.mark.parametrize("tokens", ["0", "49"])
+def test_the_traced_program_refuses_tokens_past_the_context(tokens: str) -> None:
+    result = run_tool(
+        "devtools.bench.gpu_kernels", "run", "--device", "cpu", "--tokens", tokens,
+        "--config", TINY, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "--tokens must be 1 to 48" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_traced_program_says_when_there_is_no_gpu() -> None:
+    from max.driver import accelerator_count
+
+    if accelerator_count() > 0:
+        pytest.skip("this machine has a GPU")
+    result = run_tool(
+        "devtools.bench.gpu_kernels", "run", "--tokens", "3", "--config", TINY, timeout=300
+    )
+    assert result.returncode == 2
+    assert "MAX sees no accelerator" in result.stderr and "Traceback" not in result.stderr

@@ -21,7 +21,9 @@ says what the GPU is busy for, and what it waits for.
 
 from __future__ import annotations
 
+import argparse
 import csv
+import json
 import re
 import statistics
 import sys
@@ -35,8 +37,11 @@ from common.cli import ArgumentParser, UsageError, exit_status
 PROMPT_LENGTH = 16
 
 
-def run(dtype_name: str, tokens: int, device_name: str = "gpu") -> list[float]:
-    """Decode `tokens` tokens on the GPU (or `device_name`); the wall-clock seconds of each."""
+def run(
+    dtype_name: str, tokens: int, device_name: str = "gpu", config: dict | None = None
+) -> list[float]:
+    """Decode `tokens` tokens on the GPU (or `device_name`) with GPT-2 124M's
+    shapes (or those `config` changes); the wall-clock seconds of each."""
     import numpy as np
     from max.dtype import DType
 
@@ -46,15 +51,23 @@ def run(dtype_name: str, tokens: int, device_name: str = "gpu") -> list[float]:
     from tests.fixtures import hf_model
 
     max_runtime.prepare()
-
+    shapes = dict(GPT2_124M, **(config or {}))
+    if tokens < 1 or PROMPT_LENGTH + tokens > shapes["n_positions"]:
+        raise UsageError(
+            f"--tokens must be 1 to {shapes['n_positions'] - PROMPT_LENGTH}: a "
+            f"{PROMPT_LENGTH}-token prompt and the tokens fit in {shapes['n_positions']} positions."
+        )
+    try:
+        device = fast_gpt2.device_from_name(device_name)
+    except ValueError as error:
+        raise UsageError(str(error)) from error
     dtype = DType.bfloat16 if dtype_name == "bfloat16" else DType.float32
-    device = fast_gpt2.device_from_name(device_name)
     with tempfile.TemporaryDirectory() as directory:
-        hf_model(**GPT2_124M).save_pretrained(directory)
+        hf_model(**shapes).save_pretrained(directory)
         generator = fast_gpt2.FastGenerator(
             fast_gpt2.load(Path(directory), dtype=dtype, device=device)
         )
-    prompt = np.random.default_rng(0).integers(0, GPT2_124M["vocab_size"], PROMPT_LENGTH)
+    prompt = np.random.default_rng(0).integers(0, shapes["vocab_size"], PROMPT_LENGTH)
     token = int(np.argmax(generator.logits(prompt.tolist())))
     seconds = []
     for position in range(PROMPT_LENGTH, PROMPT_LENGTH + tokens):
@@ -143,11 +156,12 @@ def _main(argv: list[str] | None) -> int:
     traced.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     traced.add_argument("--tokens", type=int, default=8)
     traced.add_argument("--device", choices=["gpu", "cpu"], default="gpu")
+    traced.add_argument("--config", type=json.loads, help=argparse.SUPPRESS)  # tests: tiny shapes
     summary = commands.add_parser("summarize", help="a token's kernels from ncu's CSV")
     summary.add_argument("csv", type=Path)
     args = parser.parse_args(argv)
     if args.command == "run":
-        seconds = run(args.dtype, args.tokens, args.device)
+        seconds = run(args.dtype, args.tokens, args.device, args.config)
         print(f"wall clock per token (ms): {' '.join(f'{s * 1e3:.2f}' for s in seconds)}")
     else:
         if not args.csv.is_file():
