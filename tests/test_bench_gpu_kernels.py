@@ -12,6 +12,7 @@ from common.cli import UsageError
 from common.steps import REPO
 from devtools.bench import gpu_kernels
 from tests.fixtures import run_tool
+from tests.test_bench import TINY
 
 
 def _ncu_csv(path: Path, names: list[str], microseconds: list[float], unit: str = "us") -> Path:
@@ -69,9 +70,6 @@ def test_the_books_gpu_kernel_table_is_the_summary_of_its_trace() -> None:
     bench = REPO / "docs" / "src" / "bench"
     table = (bench / "gpu_kernels_bfloat16.md").read_text()
     assert table == gpu_kernels.summarize(bench / "gpu_kernels_bfloat16.csv") + "\n"
-
-
-TINY = '{"vocab_size": 300, "n_positions": 64, "n_embd": 64, "n_layer": 2, "n_head": 4}'
 
 
 def test_the_traced_program_decodes_and_times_each_token() -> None:

@@ -34,8 +34,6 @@ from pathlib import Path
 
 from common.cli import ArgumentParser, UsageError, exit_status
 
-PROMPT_LENGTH = 16
-
 
 def run(
     dtype_name: str, tokens: int, device_name: str = "gpu", config: dict | None = None
@@ -46,7 +44,7 @@ def run(
     from max.dtype import DType
 
     from common import max_runtime
-    from devtools.bench.measuring import GPT2_124M
+    from devtools.bench.measuring import GPT2_124M, PROMPT_LENGTH
     from fast import gpt2 as fast_gpt2
     from tests.fixtures import hf_model
 
@@ -121,10 +119,6 @@ def family(kernel: str) -> str:
     return re.sub(r"_[0-9a-f]{8,}$", "", kernel.split("(")[0].split("<")[0].strip())
 
 
-def _family_time(token: list[tuple[str, float]], name: str) -> float:
-    return sum(us for kernel, us in token if family(kernel) == name)
-
-
 def summarize(path: Path, repeats: int = 3) -> str:
     """The Markdown the book includes: a token's kernel count and GPU time
     (the median of the trace's last `repeats` tokens), and a row per family."""
@@ -132,9 +126,13 @@ def summarize(path: Path, repeats: int = 3) -> str:
     period = token_period([name for name, _ in kernels], repeats)
     tokens = [kernels[len(kernels) - (k + 1) * period :][:period] for k in range(repeats)]
     per_token = [sum(us for _, us in token) for token in tokens]
-    # Each family's time is its median over those tokens.
     counts = Counter(family(name) for name, _ in tokens[0])
-    by_family = {name: statistics.median(_family_time(t, name) for t in tokens) for name in counts}
+    family_times = [Counter() for _ in tokens]
+    for times, token in zip(family_times, tokens, strict=True):
+        for name, us in token:
+            times[family(name)] += us
+    # Each family's time is its median over those tokens.
+    by_family = {name: statistics.median(times[name] for times in family_times) for name in counts}
     lines = [
         f"A decoded token launches {period} kernels; they run for "
         f"{statistics.median(per_token):.0f} us of GPU time "

@@ -255,7 +255,7 @@ def measure_all(args, config, contenders, prompt, long_prompt, lengths, probe, w
             print(f"compile {c.key}: {c.compile_s:.1f} s", flush=True)
 
     monitor = LoadMonitor(pids)
-    readings_before, sustained_before = len(probe.readings), len(probe.sustained)
+    readings_before, sustained_readings_before = len(probe.readings), len(probe.sustained)
     # The probe's own threads (MAX's, PyTorch's) spin a while after it, too.
     quiet = [*pids, os.getpid()]
     raw = measure(
@@ -270,7 +270,7 @@ def measure_all(args, config, contenders, prompt, long_prompt, lengths, probe, w
     wait_until_idle(quiet)
     raw["bandwidth"].append(probe())  # and once more after the last round
     readings = probe.readings[readings_before:]
-    sustained = [max(reading.values()) for reading in probe.sustained[sustained_before:]]
+    sustained = [max(reading.values()) for reading in probe.sustained[sustained_readings_before:]]
     load = monitor.finish()
     per_contender, ratios = results_from(contenders, raw, lengths, baselines)
     bandwidth = summary(raw["bandwidth"])
