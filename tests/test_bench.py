@@ -408,11 +408,15 @@ def test_a_sustained_read_reads_at_least_once_for_its_seconds() -> None:
 
 def test_the_probe_keeps_each_readers_sustained_read_when_asked() -> None:
     max_runtime.prepare()
-    sustaining = probe.ReadProbe((8, 16), best_of=1, sustain_s=0.02)
+    # The largest size given twice is still read on end once.
+    sustaining = probe.ReadProbe((16, 8, 16), best_of=1, sustain_s=0.02)
+    assert sustaining.last_sustained() is None  # nothing read yet
     sustaining()
     assert len(sustaining.readings) == len(sustaining.sustained) == 1  # the largest size only
     assert set(sustaining.sustained[0]) == set(READERS)
     assert all(gb_s > 0 for gb_s in sustaining.sustained[0].values())
+    assert sustaining.last_sustained() == max(sustaining.sustained[0].values())
     short = probe.ReadProbe((8,), best_of=1)
     short()
     assert len(short.readings) == 1 and short.sustained == []
+    assert short.last_sustained() is None

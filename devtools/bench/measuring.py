@@ -43,6 +43,7 @@ def measure(
     log: Callable[[str], None] = print,
     settle: Callable[[], None] = lambda: None,
     probe: Callable[[], float] | None = None,
+    sustained: Callable[[], float | None] | None = None,
 ) -> dict:
     """Interleaved rounds: tokens/s per contender and length, first-token
     latency (the short prompt, one token) and prefill throughput (the long
@@ -52,9 +53,9 @@ def measure(
     machine's changes within seconds: one figure taken before the run is no
     ceiling, nor is one taken before the other contenders' decodes), kept
     by contender and length in `probe_before` so that each decode can be
-    paired with the reading just before it; where the probe also keeps
-    `sustained` readings (ReadProbe with sustain_s), their fastest reader's
-    GB/s right before each decode goes in `sustained_before` alike."""
+    paired with the reading just before it; `sustained`, if given, returns
+    the sustained read the probe's last call took (ReadProbe.last_sustained,
+    None without one), kept in `sustained_before` alike."""
     by_key = {c.key: c for c in contenders}
     tokens_per_s = {c.key: {n: [] for n in lengths} for c in contenders}
     first_token = {c.key: [] for c in contenders}
@@ -81,9 +82,9 @@ def measure(
                     settle()
                     bandwidth.append(probe())
                     probe_before[key][n].append(bandwidth[-1])
-                    sustained = getattr(probe, "sustained", None)
-                    if sustained:
-                        sustained_before[key][n].append(max(sustained[-1].values()))
+                    reading = sustained() if sustained is not None else None
+                    if reading is not None:
+                        sustained_before[key][n].append(reading)
                 settle()
                 tokens_per_s[key][n].append(n / seconds_for(contender.generate, prompt, n))
         log(
@@ -266,6 +267,7 @@ def measure_all(args, config, contenders, prompt, long_prompt, lengths, probe, w
         args.repeats,
         settle=lambda: wait_until_idle(quiet),
         probe=probe,
+        sustained=probe.last_sustained,
     )
     wait_until_idle(quiet)
     raw["bandwidth"].append(probe())  # and once more after the last round

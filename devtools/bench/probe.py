@@ -55,12 +55,14 @@ class ReadProbe:
     reads by each reader over arrays of each size in `sizes_mb` (all larger
     than the caches). Each call's figure per reader is kept in `readings`;
     with `sustain_s`, also each reader's GB/s over that many seconds of
-    reading the largest array on end, in `sustained`."""
+    reading the largest array on end, in `sustained` (a size given twice is
+    read once)."""
 
     def __init__(
         self, sizes_mb: Sequence[int] = (256, 1024), best_of: int = 3, sustain_s: float = 0.0
     ) -> None:
-        self.sizes_mb, self.best_of, self.sustain_s = tuple(sizes_mb), best_of, sustain_s
+        self.sizes_mb = tuple(dict.fromkeys(sizes_mb))
+        self.best_of, self.sustain_s = best_of, sustain_s
         self.graphs = {reader: sum_graph(streams) for reader, streams in STREAMS.items()}
         self.readings: list[dict[str, float]] = []
         self.sustained: list[dict[str, float]] = []
@@ -76,6 +78,13 @@ class ReadProbe:
                 self.sustained.append(sustained)
         self.readings.append(best)
         return max(best.values())
+
+    def last_sustained(self) -> float | None:
+        """The fastest reader's sustained GB/s in the last call, or None
+        where it read none (no sustain_s, or no call yet)."""
+        if not self.sustain_s or not self.sustained:
+            return None
+        return max(self.sustained[-1].values())
 
     def read(self, megabytes: int, sustain_s: float = 0.0) -> tuple[dict, dict]:
         """Each reader's fastest GB/s over one array of `megabytes` MiB, and
