@@ -57,7 +57,7 @@ comptime BF16_TILES_FROM = 8
 # L2 cache while the claimed weight rows go by. With the whole of k and of x
 # at once, the MLP's second projection (k = 3072) at 512 rows read its weight
 # rows back from the L2 cache and x from the L3: 1.17-1.37x faster with the
-# blocks, the three projections with k = 768 1.0-1.1x (AMD EPYC, 2 cores,
+# blocks, the three projections with k = 768 0.98-1.10x (AMD EPYC, 2 cores,
 # alternating calls; block sizes of 64 and 256 rows, and slices of 512, gave
 # no more).
 comptime BF16_K_BLOCK = 1024  # bfloat16 lanes of k in a slice
