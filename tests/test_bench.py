@@ -18,7 +18,13 @@ from devtools.bench.contenders import Contender
 from devtools.bench.machine import ceiling_fractions, is_busy, paired_fractions
 from devtools.bench.measuring import results_from
 from devtools.bench.probe import READERS
-from devtools.bench.reporting import format_report, output_suffix, over_ceiling, render
+from devtools.bench.reporting import (
+    format_profile,
+    format_report,
+    output_suffix,
+    over_ceiling,
+    render,
+)
 from devtools.bench.stats import paired_ratios, round_orders, summary
 from tests.fixtures import run_tool
 
@@ -180,6 +186,28 @@ def test_report_and_plot_come_from_the_data(tmp_path: Path) -> None:
     profile = (tmp_path / "profile.md").read_text()
     assert "| concat | 4 | 0 |" in profile and "| **total** | **9** | **7** |" in profile
     assert "| operation | step 17 | fast (our kernels) |" in profile
+
+
+def test_the_profile_shows_both_mlp_projections_by_rows_when_timed() -> None:
+    def by_rows(shape: list[int], kernel_ms: float) -> dict:
+        ways = dict(max_matmul=4.0, torch_linear=2.0, our_kernel=kernel_ms)
+        milliseconds = {"512": {key: summary([ms]) for key, ms in ways.items()}}
+        return dict(shape=shape, dtype="bfloat16", milliseconds=milliseconds)
+
+    data = dict(fake_data(), rows=by_rows([3072, 768], 1.0))
+    assert "One projection (768 x 3072" not in format_profile(data)  # a run before it
+    data["rows_second"] = by_rows([768, 3072], 2.5)
+    profile_md = format_profile(data)
+    assert "One projection (3072 x 768, bfloat16 weights)" in profile_md
+    assert (
+        "| 512 | 4.00 (4.00-4.00) | 2.00 (2.00-2.00) | 1.00 (1.00-1.00) | 4.00x | 2.00x |"
+        in profile_md
+    )
+    assert "One projection (768 x 3072, bfloat16 weights)" in profile_md
+    assert (
+        "| 512 | 4.00 (4.00-4.00) | 2.00 (2.00-2.00) | 2.50 (2.50-2.50) | 1.60x | 0.80x |"
+        in profile_md
+    )
 
 
 def test_each_contender_gets_its_fraction_of_the_ceiling() -> None:

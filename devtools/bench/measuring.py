@@ -316,4 +316,7 @@ def measure_all(args, config, contenders, prompt, long_prompt, lengths, probe, w
         decode_ops=decode_graph_ops(config, use_kernels=device == "cpu"),
         projection=projection_profile(config, args.dtype) if args.profile else None,
         rows=rows_profile(config, args.dtype) if args.profile else None,
+        rows_second=(
+            rows_profile(config, args.dtype, second_projection=True) if args.profile else None
+        ),
     )

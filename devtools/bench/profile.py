@@ -182,10 +182,14 @@ def projection_profile(config: dict, dtype_name: str, repeats: int = 30) -> dict
 ROW_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128, 512)
 
 
-def rows_profile(config: dict, dtype_name: str, repeats: int = 15) -> dict:
+def rows_profile(
+    config: dict, dtype_name: str, repeats: int = 15, second_projection: bool = False
+) -> dict:
     """Our kernels against MAX's matmul and PyTorch's linear as the rows grow,
     from a server's batch of decoded tokens to a prompt, on the MLP's first
-    projection (4 n_embd x n_embd). The float32 kernel reads each weight row
+    projection (4 n_embd x n_embd), or with `second_projection` its second
+    (n_embd x 4 n_embd: four times the inputs, where the bfloat16 tiles'
+    slices of k matter most). The float32 kernel reads each weight row
     once for all rows, so it wins while the product is memory-bound and loses
     once it is compute-bound (where it stops winning is the served model's
     KERNEL_ROWS); the bfloat16 kernel's tiles are what a prompt runs on a CPU
@@ -193,8 +197,9 @@ def rows_profile(config: dict, dtype_name: str, repeats: int = 15) -> dict:
     import torch
     from max.driver import Buffer
 
-    n_in = config["n_embd"]
-    n_out = 4 * n_in
+    n_in, n_out = config["n_embd"], 4 * config["n_embd"]
+    if second_projection:
+        n_in, n_out = n_out, n_in
     graphs = one_op_graphs(n_out, n_in, dtype_name, "rows")
     x, weight, zero_bias = random_operands(n_out, n_in, dtype_name, max(ROW_COUNTS))
     per_rows = {}

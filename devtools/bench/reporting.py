@@ -187,6 +187,7 @@ def format_profile(data: dict) -> str:
         f"| **total** | **{sum(ops['step17'].values())}** | **{sum(ops['fast'].values())}** |"
     )
     lines += format_projection(data.get("projection")) + format_rows(data.get("rows"))
+    lines += format_rows(data.get("rows_second"))  # absent from runs before it
     return "\n".join(lines) + "\n"
 
 
