@@ -550,6 +550,10 @@ def linear_rows_bf16_dot(
     def store(m: Int, n: Int, total: Float32) {var}:
         out_ptr[m * out_strides[0] + n * out_strides[1]] = total + b_ptr[n * b_stride]
 
+    @always_inline
+    def add(m: Int, n: Int, total: Float32) {var}:
+        out_ptr[m * out_strides[0] + n * out_strides[1]] += total
+
     def rows_between(first: Int, last: Int) {var}:
         var tiled_rows = rows - rows % BF16_TILE if rows >= BF16_TILES_FROM else 0
         var n = first
@@ -558,7 +562,8 @@ def linear_rows_bf16_dot(
             # A slice of k and a block of x's rows at a time, all claimed
             # weight rows against them: the tile's weight rows stay in the L1
             # cache while x's rows go by, x's block in the L2 cache while the
-            # weight rows go by. The first slice stores, the others add.
+            # weight rows go by. The first slice stores (with the tail past
+            # the last pair, and so even where k has no pair), the others add.
             for k_block in range(max(ceildiv(dot_end, BF16_K_BLOCK), 1)):
                 var k_first = k_block * BF16_K_BLOCK
                 var k_last = min(k_first + BF16_K_BLOCK, dot_end)
@@ -577,17 +582,12 @@ def linear_rows_bf16_dot(
                             comptime for i in range(BF16_TILE):
                                 comptime for j in range(BF16_TILE):
                                     var total = totals[i * BF16_TILE + j]
+                                    var w_row = w_ptr + (n_group + j) * n_in
+                                    var x_row = x_ptr + (m + i) * n_in
                                     if k_block == 0:
-                                        total += tail(
-                                            w_ptr + (n_group + j) * n_in,
-                                            x_ptr + (m + i) * n_in,
-                                        )
-                                        store(m + i, n_group + j, total)
+                                        store(m + i, n_group + j, total + tail(w_row, x_row))
                                     else:
-                                        out_ptr[
-                                            (m + i) * out_strides[0]
-                                            + (n_group + j) * out_strides[1]
-                                        ] += total
+                                        add(m + i, n_group + j, total)
         # The rows of x the tiles left (all of them below BF16_TILES_FROM)
         # against the weight rows one at a time, in memory order; one row of
         # x (a decoded token) first takes them in streams side by side.
