@@ -9,6 +9,8 @@ import contextlib
 import os
 import signal
 import sys
+import threading
+import time
 from types import FrameType
 
 _prepared = False
@@ -110,3 +112,60 @@ def child_env(**extra: str) -> dict[str, str]:
     explicitly.
     """
     return {**os.environ, **extra}
+
+
+# A thread that goes to sleep this often while the process is idle is polling.
+POLLING_SWITCHES_PER_S = 1000
+POLL_WINDOW_S = 0.03
+
+
+def demote_idle_pollers(window_s: float = POLL_WINDOW_S) -> list[int]:
+    """Give threads that poll while the process is idle the CPU only when no
+    other thread wants it (Linux's SCHED_IDLE); returns their thread ids.
+
+    From a process's first `execute`, MAX 26.7 keeps a logging thread that
+    wakes every 100 microseconds whether or not anything was logged (a
+    condition wait with a 100 us deadline, in a loop: about 5,700 wake-ups
+    a second, a tenth of a core). On a 2-core machine each wake-up takes a
+    core from one of our kernels' two workers, and a kernel whose steps wait
+    for both cores waits for the one it took. As SCHED_IDLE it runs only on
+    a core nothing else wants (docs/src/performance.md, "The runtime's
+    logger"). Call it while the process is otherwise idle, after a first
+    execute: it watches every thread for `window_s` and counts how often
+    each went to sleep. Elsewhere than Linux it does nothing.
+    """
+    if not hasattr(os, "SCHED_IDLE"):
+        return []
+    before = _voluntary_switches()
+    time.sleep(window_s)
+    after = _voluntary_switches()
+    caller = threading.get_native_id()
+    pollers = [
+        tid
+        for tid, switches in after.items()
+        if tid != caller
+        and switches - before.get(tid, switches) >= POLLING_SWITCHES_PER_S * window_s
+    ]
+    demoted = []
+    for tid in pollers:
+        try:
+            os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+        except OSError:  # the thread ended, or this process may not change it
+            continue
+        demoted.append(tid)
+    return demoted
+
+
+def _voluntary_switches() -> dict[int, int]:
+    """{thread id: how often it has gone to sleep} for this process's threads."""
+    switches = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/status") as file:
+                status = file.read()
+        except OSError:  # the thread ended while we looked
+            continue
+        for line in status.splitlines():
+            if line.startswith("voluntary_ctxt_switches:"):
+                switches[int(tid)] = int(line.split()[1])
+    return switches

@@ -25,6 +25,9 @@ weights); only the way a forward pass is run changes, for speed:
   cores without handing them back to MAX between steps or blocks.
   With bfloat16 weights on a CPU with bfloat16 dot products a prompt's
   projections run there too, in register tiles.
+- **The runtime's poller set aside (the CPU).** MAX keeps a logging thread
+  that wakes every 100 microseconds; the generator lets it run only on a
+  core our kernels leave idle (common.max_runtime.demote_idle_pollers).
 - **Any dtype and device.** The weights are built in `dtype` (float32 or
   bfloat16) on `device` (the CPU or an accelerator), and everything the graphs
   take and return lives there too.
@@ -47,6 +50,7 @@ from max.experimental.nn import Linear
 from max.experimental.tensor import Tensor, default_device, default_dtype
 from max.graph import BufferType, Graph, TensorType
 
+from common import max_runtime
 from fast.bfloat16 import to_bfloat16
 from solutions.solution_02 import causal_mask
 from solutions.solution_13 import MaxGPT2LMHeadModel
@@ -401,6 +405,13 @@ class FastGenerator:
         self.key_cache, self.value_cache = (
             Tensor(storage=Buffer.zeros(cache_shape, cache_dtype, self.device)) for _ in range(2)
         )
+        if self.on_host:
+            # MAX starts a logging thread that polls at a process's first
+            # execute, and on a small CPU it takes cores from our kernels: one
+            # token now (at position 0, which every prompt overwrites) starts
+            # it, so that it can be set aside before the first timed call.
+            self.logits([0])
+            self.pollers_set_aside = max_runtime.demote_idle_pollers()
 
     def _inputs(self, ids: np.ndarray, first: np.ndarray) -> tuple:
         """A graph's arguments: the token ids on the device, the caches, `start` on the host.

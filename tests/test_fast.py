@@ -4,6 +4,9 @@ tolerance, and a greedy agreement rate measured over several prompts)."""
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -224,6 +227,50 @@ def test_each_generator_has_caches_of_its_own(checkpoint, fast) -> None:
     caches = [fast.key_cache, fast.value_cache, other.key_cache, other.value_cache]
     addresses = {cache.to_numpy().ctypes.data for cache in caches}
     assert len(addresses) == len(caches), "two caches share one buffer"
+
+
+needs_sched_idle = pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux's SCHED_IDLE")
+
+
+@needs_sched_idle
+def test_a_thread_that_polls_while_the_process_is_idle_is_set_aside() -> None:
+    """A thread that sleeps 100 microseconds at a time (as MAX's logger does)
+    is set aside; one that sleeps 10 milliseconds at a time is left as it was."""
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.is_set():
+            time.sleep(0.0001)
+
+    def rest() -> None:
+        while not stop.wait(0.01):
+            pass
+
+    polling, resting = threading.Thread(target=poll), threading.Thread(target=rest)
+    for thread in (polling, resting):
+        thread.start()
+    try:
+        time.sleep(0.01)
+        set_aside = max_runtime.demote_idle_pollers()
+        assert polling.native_id in set_aside
+        assert os.sched_getscheduler(polling.native_id) == os.SCHED_IDLE
+        assert resting.native_id not in set_aside
+        assert os.sched_getscheduler(resting.native_id) == os.SCHED_OTHER
+    finally:
+        stop.set()
+        for thread in (polling, resting):
+            thread.join()
+
+
+@needs_sched_idle
+def test_the_generator_sets_maxs_polling_logger_aside(fast) -> None:
+    """From a process's first execute, MAX 26.7 keeps a logging thread that
+    wakes every 100 microseconds (docs/src/performance.md, "The runtime's
+    logger"); a generator on the CPU finds it and sets it aside. If a MAX
+    release stops polling, this fails: the workaround can then go."""
+    assert fast.pollers_set_aside, "no thread of this process polled while it was idle"
+    for thread_id in fast.pollers_set_aside:
+        assert os.sched_getscheduler(thread_id) == os.SCHED_IDLE
 
 
 def test_the_kernels_take_their_vector_width_from_the_cpu() -> None:

@@ -187,6 +187,7 @@ def measure(dtypes: list[str], blocks: int, rounds: int, calls: int, probe_mb: i
                 graph, way_buffers = chain_graph(blocks, name, way), buffers
             graph.execute(*way_buffers)  # warm-up
             chains[name, way] = (graph, way_buffers, weight_bytes)
+    max_runtime.demote_idle_pollers()  # as the fast model's generator does
     read_probe = ReadProbe((probe_mb,), best_of=1)
     speeds = {key: [] for key in chains}
     probe_before = {key: [] for key in chains}  # the memory's speed moves within seconds
