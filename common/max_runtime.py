@@ -130,7 +130,7 @@ def demote_idle_pollers(window_s: float = POLL_WINDOW_S) -> list[int]:
     core from one of our kernels' two workers, and a kernel whose steps wait
     for both cores waits for the one it took. As SCHED_IDLE it runs only on
     a core nothing else wants (docs/src/performance.md, "The runtime's
-    logger"). Call it while the process is otherwise idle, after a first
+    logger polls"). Call it while the process is otherwise idle, after a first
     execute: it watches every thread for `window_s` and counts how often
     each went to sleep. Elsewhere than Linux it does nothing.
     """

@@ -405,12 +405,14 @@ class FastGenerator:
         self.key_cache, self.value_cache = (
             Tensor(storage=Buffer.zeros(cache_shape, cache_dtype, self.device)) for _ in range(2)
         )
+        self.pollers_set_aside: list[int] = []
         if self.on_host:
             # MAX starts a logging thread that polls at a process's first
             # execute, and on a small CPU it takes cores from our kernels: one
             # token now (at position 0, which every prompt overwrites) starts
             # it, so that it can be set aside before the first timed call.
-            self.logits([0])
+            ids, first = np.zeros([batch, 1], dtype=np.int64), np.zeros([1], dtype=np.int64)
+            self.decode(*self._inputs(ids, first))
             self.pollers_set_aside = max_runtime.demote_idle_pollers()
 
     def _inputs(self, ids: np.ndarray, first: np.ndarray) -> tuple:

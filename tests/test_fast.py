@@ -266,7 +266,7 @@ def test_a_thread_that_polls_while_the_process_is_idle_is_set_aside() -> None:
 def test_the_generator_sets_maxs_polling_logger_aside(fast) -> None:
     """From a process's first execute, MAX 26.7 keeps a logging thread that
     wakes every 100 microseconds (docs/src/performance.md, "The runtime's
-    logger"); a generator on the CPU finds it and sets it aside. If a MAX
+    logger polls"); a generator on the CPU finds it and sets it aside. If a MAX
     release stops polling, this fails: the workaround can then go."""
     assert fast.pollers_set_aside, "no thread of this process polled while it was idle"
     for thread_id in fast.pollers_set_aside:
