@@ -43,7 +43,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
-from max.driver import CPU, Accelerator, Buffer, Device, accelerator_count
+from max.driver import CPU, Buffer, Device
 from max.dtype import DType
 from max.experimental import functional as F
 from max.experimental.nn import Linear
@@ -57,22 +57,6 @@ from solutions.solution_13 import MaxGPT2LMHeadModel
 from solutions.solution_14 import sample_next_token
 
 DTYPES = {"float32": DType.float32, "bfloat16": DType.bfloat16}
-
-
-def default_device_name() -> str:
-    """'gpu' when MAX sees an accelerator, else 'cpu'."""
-    return "gpu" if accelerator_count() > 0 else "cpu"
-
-
-def device_from_name(name: str) -> Device:
-    """'cpu' or 'gpu' -> a MAX device; a clear ValueError without an accelerator."""
-    if name == "cpu":
-        return CPU()
-    if name == "gpu":
-        if accelerator_count() == 0:
-            raise ValueError("--device gpu: MAX sees no accelerator on this machine.")
-        return Accelerator()
-    raise ValueError(f"unknown device {name!r}: use cpu or gpu.")
 
 
 KERNELS = Path(__file__).with_name("kernels")  # gpt2_kernels.mojo, built by MAX on first use

@@ -14,6 +14,7 @@ from max.driver import CPU, accelerator_count
 from max.dtype import DType
 
 from common import max_runtime
+from fast import devices as fast_devices
 from fast import gpt2 as fast_gpt2
 from solutions.solution_15 import load_pretrained
 from tests.checker.compare import close
@@ -43,7 +44,7 @@ def checkpoint(tmp_path_factory) -> tuple[object, Path]:
 
 @pytest.fixture(scope="module")
 def gpu():
-    return fast_gpt2.device_from_name("gpu")
+    return fast_devices.device_from_name("gpu")
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ import pytest
 
 from common import max_runtime
 from fast import bfloat16
+from fast import devices as fast_devices
 from fast import gpt2 as fast_gpt2
 from solutions.solution_14 import generate_tokens
 from solutions.solution_15 import load_pretrained
@@ -201,13 +202,13 @@ def test_bfloat16_greedy_agrees_with_float32(tutorial, fast_bf16) -> None:
 def test_device_names() -> None:
     from max.driver import CPU, accelerator_count
 
-    assert fast_gpt2.device_from_name("cpu") == CPU()
-    assert fast_gpt2.default_device_name() == ("gpu" if accelerator_count() else "cpu")
+    assert fast_devices.device_from_name("cpu") == CPU()
+    assert fast_devices.default_device_name() == ("gpu" if accelerator_count() else "cpu")
     if accelerator_count() == 0:
         with pytest.raises(ValueError, match="no accelerator"):
-            fast_gpt2.device_from_name("gpu")
+            fast_devices.device_from_name("gpu")
     with pytest.raises(ValueError, match="unknown device"):
-        fast_gpt2.device_from_name("tpu")
+        fast_devices.device_from_name("tpu")
 
 
 def test_the_model_is_on_the_device_it_was_loaded_on(checkpoint) -> None:

@@ -199,12 +199,12 @@ def load_step17(args, directory: Path, device) -> tuple[Any, TokenSource]:
 
 def compiled_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str], object]:
     """The compiled model with a KV cache: fast/gpt2.py, or step 17's with --step17."""
-    from fast import gpt2 as fast_gpt2
+    from fast import devices as fast_devices
     from solutions.solution_14 import decode_stream
 
     try:
-        name = "cpu" if args.step17 else args.device or fast_gpt2.default_device_name()
-        device = fast_gpt2.device_from_name(name)
+        name = "cpu" if args.step17 else args.device or fast_devices.default_device_name()
+        device = fast_devices.device_from_name(name)
     except ValueError as error:
         raise UsageError(str(error)) from None
     engine, load = ("step 17", load_step17) if args.step17 else ("fast/gpt2.py", load_fast)

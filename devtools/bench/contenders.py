@@ -79,9 +79,10 @@ def torch_contenders(directory: Path, dtype: str, device: str | None) -> list[Co
 def ours_contenders(directory: Path, dtype_name: str, device_name: str, no_cache_max: int):
     """The fast model (fast/gpt2.py), and on the CPU in float32 the
     tutorial's step 17 (compiled, KV cache) and step 16 (compiled, no cache)."""
+    from fast import devices as fast_devices
     from fast import gpt2 as fast_gpt2
 
-    device = fast_gpt2.device_from_name(device_name)
+    device = fast_devices.device_from_name(device_name)
     dtype = fast_gpt2.DTYPES[dtype_name]
     contenders = []
     started = time.perf_counter()
@@ -180,9 +181,9 @@ def _contender_child(
             contenders = llama_contenders(Path(directory), dtype)
         else:
             max_runtime.prepare()
-            from fast import gpt2 as fast_gpt2
+            from fast import devices as fast_devices
 
-            device = device or fast_gpt2.default_device_name()
+            device = device or fast_devices.default_device_name()
             contenders = ours_contenders(Path(directory), dtype, device, extra["no_cache_max"])
         by_key = {c.key: c for c in contenders}
         described = [

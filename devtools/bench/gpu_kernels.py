@@ -45,6 +45,7 @@ def run(
 
     from common import max_runtime
     from devtools.bench.measuring import GPT2_124M, PROMPT_LENGTH
+    from fast import devices as fast_devices
     from fast import gpt2 as fast_gpt2
     from tests.fixtures import hf_model
 
@@ -56,7 +57,7 @@ def run(
             f"{PROMPT_LENGTH}-token prompt and the tokens fit in {shapes['n_positions']} positions."
         )
     try:
-        device = fast_gpt2.device_from_name(device_name)
+        device = fast_devices.device_from_name(device_name)
     except ValueError as error:
         raise UsageError(str(error)) from error
     dtype = DType.bfloat16 if dtype_name == "bfloat16" else DType.float32

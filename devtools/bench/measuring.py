@@ -245,9 +245,10 @@ def start_contenders(
 def measure_all(args, config, contenders, prompt, long_prompt, lengths, probe, weight_count, pids):
     """The rounds with the load watched and the bandwidth probed, then every
     figure the report and the JSON hold."""
+    from fast import devices as fast_devices
     from fast import gpt2 as fast_gpt2
 
-    device = args.device or fast_gpt2.default_device_name()
+    device = args.device or fast_devices.default_device_name()
     print(f"Machine: {machine_line(device)}; device {device}, dtype {args.dtype}", flush=True)
     baselines = [c.key for c in contenders if not c.key.startswith(OURS)]
     prefill_length = len(long_prompt)
