@@ -11,7 +11,11 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Collection
 from types import FrameType
+from typing import TypeVar
+
+T = TypeVar("T")
 
 _prepared = False
 
@@ -119,7 +123,9 @@ POLLING_SWITCHES_PER_S = 1000
 POLL_WINDOW_S = 0.03
 
 
-def demote_idle_pollers(window_s: float = POLL_WINDOW_S) -> list[int]:
+def demote_idle_pollers(
+    window_s: float = POLL_WINDOW_S, among: Collection[int] | None = None
+) -> list[int]:
     """Give threads that poll while the process is idle the CPU only when no
     other thread wants it (Linux's SCHED_IDLE); returns their thread ids.
 
@@ -131,19 +137,20 @@ def demote_idle_pollers(window_s: float = POLL_WINDOW_S) -> list[int]:
     for both cores waits for the one it took. As SCHED_IDLE it runs only on
     a core nothing else wants (docs/src/performance.md, "The runtime's
     logger polls"). Call it while the process is otherwise idle, after a first
-    execute: it watches every thread for `window_s` and counts how often
-    each went to sleep. Elsewhere than Linux it does nothing.
+    execute: it watches every thread (or those `among` names) for `window_s`
+    and counts how often each went to sleep. Elsewhere than Linux it does
+    nothing.
     """
     if not hasattr(os, "SCHED_IDLE"):
         return []
     before = _voluntary_switches()
     time.sleep(window_s)
     after = _voluntary_switches()
-    caller = threading.get_native_id()
+    watched = set(after if among is None else among) - {threading.get_native_id()}
     pollers = [
         tid
         for tid, switches in after.items()
-        if tid != caller
+        if tid in watched
         and switches - before.get(tid, switches) >= POLLING_SWITCHES_PER_S * window_s
     ]
     demoted = []
@@ -154,6 +161,30 @@ def demote_idle_pollers(window_s: float = POLL_WINDOW_S) -> list[int]:
             continue
         demoted.append(tid)
     return demoted
+
+
+def set_aside_pollers_started_by(call: Callable[[], T]) -> tuple[T, list[int]]:
+    """Run `call`, then set aside the threads it started that poll; returns
+    its result and their ids.
+
+    For a process that is rarely idle, such as `max serve`'s model worker,
+    where demote_idle_pollers' watch of every thread could catch a thread
+    that waits for requests. MAX starts its logger at a process's first
+    execute, and only it: wrap that execute. Its other threads may go on
+    working during the watch; the logger polls whether or not they do.
+    """
+    before = thread_ids()
+    result = call()
+    started = thread_ids() - before
+    return result, demote_idle_pollers(among=started) if started else []
+
+
+def thread_ids() -> set[int]:
+    """The ids of this process's threads (Linux); an empty set elsewhere."""
+    try:
+        return {int(tid) for tid in os.listdir("/proc/self/task")}
+    except OSError:
+        return set()
 
 
 def _voluntary_switches() -> dict[int, int]:

@@ -5,8 +5,6 @@ tolerance, and a greedy agreement rate measured over several prompts)."""
 from __future__ import annotations
 
 import os
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -231,36 +229,6 @@ def test_each_generator_has_caches_of_its_own(checkpoint, fast) -> None:
 
 
 needs_sched_idle = pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux's SCHED_IDLE")
-
-
-@needs_sched_idle
-def test_a_thread_that_polls_while_the_process_is_idle_is_set_aside() -> None:
-    """A thread that sleeps 100 microseconds at a time (as MAX's logger does)
-    is set aside; one that sleeps 10 milliseconds at a time is left as it was."""
-    stop = threading.Event()
-
-    def poll() -> None:
-        while not stop.is_set():
-            time.sleep(0.0001)
-
-    def rest() -> None:
-        while not stop.wait(0.01):
-            pass
-
-    polling, resting = threading.Thread(target=poll), threading.Thread(target=rest)
-    for thread in (polling, resting):
-        thread.start()
-    try:
-        time.sleep(0.01)
-        set_aside = max_runtime.demote_idle_pollers()
-        assert polling.native_id in set_aside
-        assert os.sched_getscheduler(polling.native_id) == os.SCHED_IDLE
-        assert resting.native_id not in set_aside
-        assert os.sched_getscheduler(resting.native_id) == os.SCHED_OTHER
-    finally:
-        stop.set()
-        for thread in (polling, resting):
-            thread.join()
 
 
 @needs_sched_idle

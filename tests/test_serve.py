@@ -328,6 +328,18 @@ def test_bounded_load_all_answered_memory_flat(server, client) -> None:
     assert growth < RSS_GROWTH_BYTES, f"the server grew by {growth / 2**20:.0f} MiB"
 
 
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux's SCHED_IDLE")
+def test_the_model_worker_sets_maxs_polling_logger_aside(server, client) -> None:
+    """MAX's logger starts at the model worker's first execute and polls
+    (docs/src/performance.md, "The runtime's logger polls"); the worker sets
+    it aside, and none of the server's other threads. If a MAX release stops
+    polling, this fails: the workaround can then go."""
+    complete(client, PROMPT, 2)
+    threads = [thread.id for process in server.descendants() for thread in process.threads()]
+    set_aside = [tid for tid in threads if os.sched_getscheduler(tid) == os.SCHED_IDLE]
+    assert len(set_aside) == 1, f"{len(set_aside)} of the server's {len(threads)} threads set aside"
+
+
 def test_sigterm_stops_the_server_and_every_worker(server) -> None:
     """Last: stops the module's server."""
     started = server.descendants()
