@@ -383,12 +383,12 @@ def test_a_token_through_all_blocks_in_one_call_equals_a_call_per_block(dtype_na
     same keys and values in each layer of the caches."""
     from devtools.bench import chain
 
-    buffers, tensors, _ = chain.block_inputs(2, dtype_name)
+    buffers, tensors, parameters, _ = chain.block_inputs(2, dtype_name)
     results = {}
     for way in ("token", "blocks"):
         for cache in tensors[1:3]:
             cache.zero_()
-        (out,) = chain.chain_graph(2, dtype_name, way).execute(*buffers)
+        (out,) = chain.chain_graph(2, dtype_name, way, parameters).execute(*buffers)
         results[way] = out.to_numpy().copy(), tensors[1].numpy().copy(), tensors[2].numpy().copy()
     for one_call, per_block in zip(results["token"], results["blocks"], strict=True):
         np.testing.assert_array_equal(one_call, per_block)
@@ -399,14 +399,11 @@ def test_the_block_kernel_names_a_block_whose_parameter_has_the_wrong_shape() ->
     """A block's parameter of the wrong shape (the second block's c_fc bias
     one short) stops gpt2_decode_blocks with which block and parameter it
     is, before anything is read out of bounds."""
-    from max.driver import Buffer
-
     from devtools.bench import chain
 
-    buffers, tensors, _ = chain.block_inputs(2, "float32")
-    c_fc_bias = 3 + len(chain.BLOCK) + 9  # the second block's, after x and the caches
-    tensors[c_fc_bias] = tensors[c_fc_bias][:, 1:].contiguous()
-    buffers[c_fc_bias] = Buffer.from_dlpack(tensors[c_fc_bias])
-    model = chain.chain_graph(2, "float32", "token", [list(t.shape) for t in tensors[3:]])
+    buffers, _, parameters, _ = chain.block_inputs(2, "float32")
+    c_fc_bias = len(chain.BLOCK) + 9  # the second block's
+    parameters[c_fc_bias] = parameters[c_fc_bias][:, 1:].contiguous()
+    model = chain.chain_graph(2, "float32", "token", parameters)
     with pytest.raises(Exception, match=r"block 1's parameter 9 is \[1, 3071\], not \[1, 3072\]"):
         model.execute(*buffers)

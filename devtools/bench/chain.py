@@ -69,11 +69,12 @@ WAYS = {
 OUT = REPO / "docs" / "src" / "bench" / "chain.md"
 
 
-def block_inputs(blocks: int, dtype_name: str) -> tuple[list, list, int]:
-    """One row of x, the caches, then each block's parameters in `dtype_name`
-    (the matrices from the profile's random_operands, the layer norms'
-    weights 1, every bias 0, as [1, n]): MAX buffers, the torch tensors
-    whose memory they borrow, and the matrices' bytes."""
+def block_inputs(blocks: int, dtype_name: str) -> tuple[list, list, list, int]:
+    """The graph's inputs, one row of x and the caches, as MAX buffers and as
+    the torch tensors whose memory they borrow; then each block's parameters
+    in `dtype_name` (the matrices from the profile's random_operands, the
+    layer norms' weights 1, every bias 0, as [1, n]), the graph's weights as
+    torch tensors; and the matrices' bytes."""
     import torch
     from max.driver import Buffer
 
@@ -81,39 +82,39 @@ def block_inputs(blocks: int, dtype_name: str) -> tuple[list, list, int]:
 
     cache = torch.zeros(blocks, 1, HEADS, CONTEXT, EMBED // HEADS)
     tensors = [torch.randn(1, 1, EMBED), cache, cache.clone()]
+    parameters = []
     weight_bytes = 0
     for block in range(blocks):
         for index, (name, shape) in enumerate(BLOCK):
             if len(shape) == 2:
                 weight = random_operands(*shape, dtype_name, 1, seed=block * 16 + index)[1]
                 weight_bytes += weight.numel() * weight.element_size()
-                tensors.append(weight)
+                parameters.append(weight)
             else:
                 is_scale = name.startswith("ln_") and name.endswith("weight")
                 vector = torch.ones(1, *shape) if is_scale else torch.zeros(1, *shape)
-                tensors.append(vector.to(getattr(torch, dtype_name)))
-    return [Buffer.from_dlpack(t) for t in tensors], tensors, weight_bytes
+                parameters.append(vector.to(getattr(torch, dtype_name)))
+    return [Buffer.from_dlpack(t) for t in tensors], tensors, parameters, weight_bytes
 
 
-def chain_graph(blocks: int, dtype_name: str, way: str, shapes: list | None = None):
+def chain_graph(blocks: int, dtype_name: str, way: str, parameters: list):
     """A compiled graph of `blocks` blocks read `way` ("projections",
-    "blocks" or "token"), the token's position 0; it returns the last
-    block's output. `shapes`: the parameters' shapes, where they are not
-    the blocks' own (the kernel's test of a wrong one)."""
+    "blocks" or "token"), the token's position 0, that takes x and the
+    caches and returns the last block's output. The blocks' `parameters`
+    (torch tensors, block_inputs') are its weights, as the fast model's are:
+    a graph input costs MAX's `execute` about a microsecond each."""
     import numpy as np
     from max.driver import CPU
     from max.dtype import DType
     from max.engine import InferenceSession
-    from max.graph import BufferType, DeviceRef, Graph, TensorType, ops
+    from max.graph import BufferType, DeviceRef, Graph, TensorType, Weight, ops
 
     from fast.gpt2 import DTYPES, KERNELS
 
     cpu = DeviceRef.CPU()
     cache_type = BufferType(DType.float32, [blocks, 1, HEADS, CONTEXT, EMBED // HEADS], device=cpu)
     types = [TensorType(DType.float32, [1, 1, EMBED], device=cpu), cache_type, cache_type]
-    if shapes is None:
-        shapes = [shape if len(shape) == 2 else (1, *shape) for _, shape in BLOCK] * blocks
-    types += [TensorType(DTYPES[dtype_name], shape, device=cpu) for shape in shapes]
+    names = [f"parameter_{index}" for index in range(len(parameters))]
 
     def constant(values, dtype):
         return ops.constant(np.array(values, dtype=dtype.to_numpy()), dtype, device=cpu)
@@ -121,7 +122,10 @@ def chain_graph(blocks: int, dtype_name: str, way: str, shapes: list | None = No
     with Graph("chain", input_types=types, custom_extensions=[KERNELS]) as graph:
         x = graph.inputs[0].tensor
         key_cache, value_cache = graph.inputs[1].buffer, graph.inputs[2].buffer
-        parameters = [value.tensor for value in graph.inputs[3:]]
+        weights = [
+            graph.add_weight(Weight(name, DTYPES[dtype_name], list(tensor.shape), cpu))
+            for name, tensor in zip(names, parameters, strict=True)
+        ]
         if way != "projections":
             per_call = 1 if way == "blocks" else blocks
             for first in range(0, blocks, per_call):
@@ -135,7 +139,7 @@ def chain_graph(blocks: int, dtype_name: str, way: str, shapes: list | None = No
                         constant([1e-5] * 2 * per_call, DType.float32),
                         constant([0], DType.int64),
                         constant([first], DType.int64),
-                        *parameters[first * len(BLOCK) : (first + per_call) * len(BLOCK)],
+                        *weights[first * len(BLOCK) : (first + per_call) * len(BLOCK)],
                     ],
                     [TensorType(DType.float32, [1, 1, EMBED], device=cpu)],
                 )[0]
@@ -147,14 +151,15 @@ def chain_graph(blocks: int, dtype_name: str, way: str, shapes: list | None = No
                 # The row kernel's bias is float32 [out]: zeros, as the blocks' are.
                 bias = constant(np.zeros(shape[0]), DType.float32)
                 out_type = TensorType(DType.float32, [1, shape[0]], device=cpu)
-                row = ops.custom(
-                    "gpt2_linear_rows", cpu, [row, parameters[index], bias], [out_type]
-                )[0]
+                row = ops.custom("gpt2_linear_rows", cpu, [row, weights[index], bias], [out_type])[
+                    0
+                ]
                 if shape[0] == 3 * EMBED:
                     row = row[:, :EMBED]  # c_proj takes the attention's width
             x = row.reshape([1, 1, EMBED])
         graph.output(x)
-    return InferenceSession(devices=[CPU()]).load(graph)
+    registry = dict(zip(names, parameters, strict=True))
+    return InferenceSession(devices=[CPU()]).load(graph, weights_registry=registry)
 
 
 def one_call(weight_bytes: int, dtype_name: str) -> tuple:
@@ -177,14 +182,14 @@ def measure(dtypes: list[str], blocks: int, rounds: int, calls: int, probe_mb: i
     same round."""
     chains, borrowed = {}, []
     for name in dtypes:
-        buffers, tensors, weight_bytes = block_inputs(blocks, name)
+        buffers, tensors, parameters, weight_bytes = block_inputs(blocks, name)
         borrowed.append(tensors)  # the buffers share their memory: keep it alive
         for way in WAYS:
             if way == "one_call":
                 graph, way_buffers, tensors = one_call(weight_bytes, name)
                 borrowed.append(tensors)
             else:
-                graph, way_buffers = chain_graph(blocks, name, way), buffers
+                graph, way_buffers = chain_graph(blocks, name, way, parameters), buffers
             graph.execute(*way_buffers)  # warm-up
             chains[name, way] = (graph, way_buffers, weight_bytes)
     max_runtime.demote_idle_pollers()  # as the fast model's generator does
