@@ -190,7 +190,7 @@ def thread_ids() -> set[int]:
 def _voluntary_switches() -> dict[int, int]:
     """{thread id: how often it has gone to sleep} for this process's threads."""
     switches = {}
-    for tid in os.listdir("/proc/self/task"):
+    for tid in thread_ids():
         try:
             with open(f"/proc/self/task/{tid}/status") as file:
                 status = file.read()
@@ -198,5 +198,5 @@ def _voluntary_switches() -> dict[int, int]:
             continue
         for line in status.splitlines():
             if line.startswith("voluntary_ctxt_switches:"):
-                switches[int(tid)] = int(line.split()[1])
+                switches[tid] = int(line.split()[1])
     return switches

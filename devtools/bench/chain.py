@@ -151,9 +151,9 @@ def chain_graph(blocks: int, dtype_name: str, way: str, parameters: list):
                 # The row kernel's bias is float32 [out]: zeros, as the blocks' are.
                 bias = constant(np.zeros(shape[0]), DType.float32)
                 out_type = TensorType(DType.float32, [1, shape[0]], device=cpu)
-                row = ops.custom("gpt2_linear_rows", cpu, [row, weights[index], bias], [out_type])[
-                    0
-                ]
+                (row,) = ops.custom(
+                    "gpt2_linear_rows", cpu, [row, weights[index], bias], [out_type]
+                )
                 if shape[0] == 3 * EMBED:
                     row = row[:, :EMBED]  # c_proj takes the attention's width
             x = row.reshape([1, 1, EMBED])
