@@ -13,7 +13,7 @@ import pytest
 from common import max_runtime
 from common.steps import REPO
 from devtools import llama_peer
-from devtools.bench import chain, machine, probe, profile
+from devtools.bench import machine, probe, profile
 from devtools.bench.contenders import Contender
 from devtools.bench.machine import ceiling_fractions, is_busy, paired_fractions
 from devtools.bench.measuring import results_from
@@ -26,7 +26,6 @@ from devtools.bench.reporting import (
     render,
 )
 from devtools.bench.stats import paired_ratios, round_orders, summary
-from tests.fixtures import run_tool
 
 TINY = '{"vocab_size": 300, "n_positions": 64, "n_embd": 64, "n_layer": 2, "n_head": 4}'
 
@@ -382,36 +381,6 @@ def test_mla_bench_reports_every_contender_and_length() -> None:
     for label in mla_bench.CONTENDERS.values():
         assert f"| {label} |" in report
     assert "| 2,304 B | 2.0 (1.0-3.0) | 2.0 (1.0-3.0) |" in report
-
-
-def test_the_projection_chain_reports_its_speed_against_the_probe(tmp_path: Path) -> None:
-    """devtools.bench.chain on one block, both dtypes and every way, two
-    rounds: a table with the probe's GB/s and each chain's GB/s, its share of
-    the probe and, but for the one call itself, of the one call."""
-    out = tmp_path / "chain.md"
-    result = run_tool(
-        "devtools.bench.chain",
-        *("--blocks", "1", "--rounds", "2", "--calls", "1", "--probe-mb", "64", "--out", str(out)),
-        timeout=900,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    table = out.read_text()
-    assert table.startswith("Machine: ") and "The weights of 1 GPT-2 block (" in table
-    readings = [
-        f"{dtype} weights, {way}"
-        for dtype in ("float32", "bfloat16")
-        for way in chain.WAYS.values()
-    ]
-    probes = ["the probe: the faster sum over 64 MiB"]
-    probes += [f"the probe, by {reader}" for reader in READERS.values()]
-    for reading in (*probes, *readings):
-        (row,) = [line for line in table.splitlines() if reading in line]
-        cells = [cell.strip() for cell in row.strip("|").split("|")]
-        assert float(cells[1].split()[0]) > 0, row
-        if reading not in probes:
-            assert cells[2].split()[0].endswith("%"), row
-            one_call = reading.endswith(chain.WAYS["one_call"])
-            assert cells[3] == "-" if one_call else cells[3].split()[0].endswith("%"), row
 
 
 def test_the_op_count_leaves_out_what_does_no_work() -> None:

@@ -32,6 +32,8 @@ The modules, in the order a run uses them:
 - `reporting.py`: the book's table, profile and plot, from the JSON data only.
 
 Beside a run: `chain.py` reads the twelve blocks' weights through our
-kernels against the same probe, and `gpu_kernels.py` is the program that
-Nsight Compute traces on a GPU, and the summary of its trace.
+kernels against the same probe; `kernels_ab.py` runs the working tree's
+kernels against a git revision's in one process, taking turns; and
+`gpu_kernels.py` is the program that Nsight Compute traces on a GPU, and the
+summary of its trace.
 """

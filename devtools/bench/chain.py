@@ -97,12 +97,21 @@ def block_inputs(blocks: int, dtype_name: str) -> tuple[list, list, list, int]:
     return [Buffer.from_dlpack(t) for t in tensors], tensors, parameters, weight_bytes
 
 
-def chain_graph(blocks: int, dtype_name: str, way: str, parameters: list):
+def chain_graph(
+    blocks: int,
+    dtype_name: str,
+    way: str,
+    parameters: list,
+    kernels: Path | None = None,
+    op_prefix: str = "",
+):
     """A compiled graph of `blocks` blocks read `way` ("projections",
     "blocks" or "token"), the token's position 0, that takes x and the
     caches and returns the last block's output. The blocks' `parameters`
     (torch tensors, block_inputs') are its weights, as the fast model's are:
-    a graph input costs MAX's `execute` about a microsecond each."""
+    a graph input costs MAX's `execute` about a microsecond each. The ops
+    come from fast/kernels, or from the kernel library `kernels` whose op
+    names start with `op_prefix` (devtools.bench.kernels_ab's other kernels)."""
     import numpy as np
     from max.driver import CPU
     from max.dtype import DType
@@ -119,7 +128,7 @@ def chain_graph(blocks: int, dtype_name: str, way: str, parameters: list):
     def constant(values, dtype):
         return ops.constant(np.array(values, dtype=dtype.to_numpy()), dtype, device=cpu)
 
-    with Graph("chain", input_types=types, custom_extensions=[KERNELS]) as graph:
+    with Graph("chain", input_types=types, custom_extensions=[kernels or KERNELS]) as graph:
         x = graph.inputs[0].tensor
         key_cache, value_cache = graph.inputs[1].buffer, graph.inputs[2].buffer
         weights = [
@@ -130,7 +139,7 @@ def chain_graph(blocks: int, dtype_name: str, way: str, parameters: list):
             per_call = 1 if way == "blocks" else blocks
             for first in range(0, blocks, per_call):
                 x = ops.inplace_custom(
-                    "gpt2_decode_blocks",
+                    f"{op_prefix}gpt2_decode_blocks",
                     cpu,
                     [
                         key_cache,
@@ -152,7 +161,7 @@ def chain_graph(blocks: int, dtype_name: str, way: str, parameters: list):
                 bias = constant(np.zeros(shape[0]), DType.float32)
                 out_type = TensorType(DType.float32, [1, shape[0]], device=cpu)
                 (row,) = ops.custom(
-                    "gpt2_linear_rows", cpu, [row, weights[index], bias], [out_type]
+                    f"{op_prefix}gpt2_linear_rows", cpu, [row, weights[index], bias], [out_type]
                 )
                 if shape[0] == 3 * EMBED:
                     row = row[:, :EMBED]  # c_proj takes the attention's width
@@ -259,12 +268,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--dtypes", nargs="+", choices=["float32", "bfloat16"], default=["float32", "bfloat16"]
     )
-    parser.add_argument("--blocks", type=int, default=12)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--calls", type=int, default=9, help="calls per chain per round")
+    add_round_arguments(parser, rounds=5, calls_help="calls per chain per round")
     parser.add_argument("--probe-mb", type=int, default=1024, help=argparse.SUPPRESS)  # tests
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--no-book", action="store_true", help="print only")
+    return parse_round_arguments(parser, argv)
+
+
+def add_round_arguments(parser: argparse.ArgumentParser, rounds: int, calls_help: str) -> None:
+    """--blocks, --rounds and --calls (this tool's and kernels_ab's)."""
+    parser.add_argument("--blocks", type=int, default=12)
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--calls", type=int, default=9, help=calls_help)
+
+
+def parse_round_arguments(
+    parser: argparse.ArgumentParser, argv: list[str] | None
+) -> argparse.Namespace:
+    """The parsed arguments, a usage error where a count is below 1."""
     args = parser.parse_args(argv)
     if min(args.blocks, args.rounds, args.calls) < 1:
         parser.error("--blocks, --rounds and --calls must be at least 1")

@@ -1,0 +1,165 @@
+"""`python -m devtools.bench.kernels_ab --against REV`: the decode kernels of
+the working tree against those of a git revision, in one process, taking
+turns.
+
+A change to fast/kernels that is worth a few percent is smaller than the
+memory's own moves between two benchmark runs, or between two processes that
+take turns. Here both versions run in the same process on the same weights:
+twelve GPT-2 blocks of 124M's shapes (devtools.bench.chain's graph, one call
+per token as the fast model decodes), each version's call timed `--calls`
+times in each round (the median counts), the two versions in alternating
+order. It prints each version's median call and the ratio of the two, round
+by round: its median, quartiles and range. `--against HEAD` on an unchanged
+tree measures the kernel against a copy of itself: what a run can resolve.
+
+The revision's kernels are copied out of git with their ops renamed
+(`base_gpt2_...`), so that both libraries load side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from common import max_runtime
+from common.cli import ArgumentParser, UsageError, exit_status
+from common.steps import REPO
+from devtools.bench.chain import (
+    WAYS,
+    add_round_arguments,
+    block_inputs,
+    chain_graph,
+    parse_round_arguments,
+)
+from devtools.bench.machine import machine_line, seconds_for, wait_until_idle
+from devtools.bench.stats import paired_ratios, summary
+
+KERNELS_IN_REPO = "fast/kernels"
+PREFIX = "base_"  # the revision's op names: base_gpt2_decode_blocks, ...
+
+
+def git(*args: str) -> str:
+    """git's output in the repository; a UsageError with git's own words
+    where it fails (an unknown revision, no repository)."""
+    try:
+        done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True)
+    except OSError as error:
+        raise UsageError(f"cannot run git: {error}") from error
+    if done.returncode != 0:
+        raise UsageError(f"git {' '.join(args)}: {done.stderr.strip()}")
+    return done.stdout
+
+
+def kernels_at(revision: str, directory: Path) -> Path:
+    """fast/kernels as it is at `revision`, written to `directory`, every op
+    registered under PREFIX + its name."""
+    names = git("ls-tree", "--name-only", f"{revision}:{KERNELS_IN_REPO}").split()
+    sources = [name for name in names if name.endswith(".mojo")]
+    if not sources:
+        raise UsageError(f"{revision} has no Mojo files in {KERNELS_IN_REPO}")
+    for name in sources:
+        text = git("show", f"{revision}:{KERNELS_IN_REPO}/{name}")
+        renamed = re.sub(r'register\("gpt2_', f'register("{PREFIX}gpt2_', text)
+        (directory / name).write_text(renamed)
+    return directory
+
+
+def measure(revision: str, dtype_name: str, blocks: int, rounds: int, calls: int, way: str) -> dict:
+    """Seconds per call of each version (the median of `calls`, per round),
+    the rounds alternating which goes first, and the largest difference
+    between their outputs."""
+    import numpy as np
+
+    # the torch tensors lend the buffers their memory: kept until the return
+    buffers, _tensors, parameters, _ = block_inputs(blocks, dtype_name)
+    with tempfile.TemporaryDirectory() as directory:
+        graphs = {"working tree": chain_graph(blocks, dtype_name, way, parameters)}
+        kernels = kernels_at(revision, Path(directory))
+        try:
+            graphs[revision] = chain_graph(
+                blocks, dtype_name, way, parameters, kernels=kernels, op_prefix=PREFIX
+            )
+        except Exception as error:  # MAX's compile errors have no common type
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            raise UsageError(
+                f"the kernels at {revision} do not build, or do not take the inputs the "
+                f"working tree's chain gives them: {type(error).__name__}: {first_line}"
+            ) from error
+        outputs = [np.from_dlpack(graph.execute(*buffers)[0]) for graph in graphs.values()]
+        max_runtime.demote_idle_pollers()  # as the fast model's generator does
+        seconds = alternating_rounds(graphs, buffers, rounds, calls)
+    return dict(
+        dtype=dtype_name,
+        seconds={key: summary(values) for key, values in seconds.items()},
+        # round by round: how many times faster the working tree's call is
+        speedup=summary(paired_ratios(seconds[revision], seconds["working tree"])),
+        largest_difference=float(np.max(np.abs(outputs[0] - outputs[1]))),
+    )
+
+
+def alternating_rounds(graphs: dict, buffers: list, rounds: int, calls: int) -> dict:
+    """Each graph's median call over `calls` calls, per round, the graphs
+    taking turns and the first of them alternating, each once this
+    process is quiet."""
+    seconds = {key: [] for key in graphs}
+    order = list(graphs)
+    for index in range(rounds):
+        for key in order if index % 2 == 0 else order[::-1]:
+            wait_until_idle([os.getpid()])
+            times = sorted(seconds_for(graphs[key].execute, *buffers) for _ in range(calls))
+            seconds[key].append(times[len(times) // 2])
+    return seconds
+
+
+def format_result(result: dict, revision: str, blocks: int, way: str) -> str:
+    ms = {key: 1e3 * spread["median"] for key, spread in result["seconds"].items()}
+    speedup = result["speedup"]
+    return (
+        f"{result['dtype']}, {blocks} block{'s' if blocks != 1 else ''}, {WAYS[way]}: "
+        f"working tree {ms['working tree']:.3f} ms, {revision} {ms[revision]:.3f} ms "
+        f"(medians of the rounds); the working tree {speedup['median']:.3f}x as fast "
+        f"(quartiles {speedup['q1']:.3f}-{speedup['q3']:.3f}x, "
+        f"{speedup['min']:.3f}-{speedup['max']:.3f}x over {speedup['n']} rounds); "
+        f"outputs differ by at most {result['largest_difference']:.3g}"
+    )
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = ArgumentParser(
+        prog="python -m devtools.bench.kernels_ab", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--against", required=True, metavar="REV", help="the git revision to compare with"
+    )
+    parser.add_argument(
+        "--dtypes", nargs="+", choices=["float32", "bfloat16"], default=["bfloat16", "float32"]
+    )
+    add_round_arguments(parser, rounds=40, calls_help="calls per version per round")
+    parser.add_argument(
+        "--way", choices=[way for way in WAYS if way != "one_call"], default="token"
+    )
+    return parse_round_arguments(parser, argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    def run() -> None:
+        args = parse_args(argv)
+        git("rev-parse", "--verify", f"{args.against}^{{commit}}")  # before any build
+        max_runtime.prepare()
+        print(f"Machine: {machine_line()}.", flush=True)
+        for dtype_name in args.dtypes:
+            result = measure(
+                args.against, dtype_name, args.blocks, args.rounds, args.calls, args.way
+            )
+            print(format_result(result, args.against, args.blocks, args.way), flush=True)
+
+    return exit_status(run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""devtools/bench's tools beside a run, on one block: the chain of the
+blocks' weights against the memory probe, and the working tree's kernels
+against a git revision's."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from common.steps import REPO
+from devtools.bench import chain, kernels_ab
+from devtools.bench.probe import READERS
+from tests.fixtures import run_tool
+
+
+def test_the_projection_chain_reports_its_speed_against_the_probe(tmp_path: Path) -> None:
+    """devtools.bench.chain on one block, both dtypes and every way, two
+    rounds: a table with the probe's GB/s and each chain's GB/s, its share of
+    the probe and, but for the one call itself, of the one call."""
+    out = tmp_path / "chain.md"
+    result = run_tool(
+        "devtools.bench.chain",
+        *("--blocks", "1", "--rounds", "2", "--calls", "1", "--probe-mb", "64", "--out", str(out)),
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    table = out.read_text()
+    assert table.startswith("Machine: ") and "The weights of 1 GPT-2 block (" in table
+    readings = [
+        f"{dtype} weights, {way}"
+        for dtype in ("float32", "bfloat16")
+        for way in chain.WAYS.values()
+    ]
+    probes = ["the probe: the faster sum over 64 MiB"]
+    probes += [f"the probe, by {reader}" for reader in READERS.values()]
+    for reading in (*probes, *readings):
+        (row,) = [line for line in table.splitlines() if reading in line]
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        assert float(cells[1].split()[0]) > 0, row
+        if reading not in probes:
+            assert cells[2].split()[0].endswith("%"), row
+            one_call = reading.endswith(chain.WAYS["one_call"])
+            assert cells[3] == "-" if one_call else cells[3].split()[0].endswith("%"), row
+
+
+def test_a_revisions_kernels_are_copied_with_their_ops_renamed(tmp_path: Path) -> None:
+    """kernels_ab loads a revision's kernels next to the working tree's: every
+    op it registers is renamed, so that none shadows the working tree's."""
+    kernels_ab.kernels_at("HEAD", tmp_path)
+    source = (tmp_path / "gpt2_kernels.mojo").read_text()
+    assert 'register("gpt2_' not in source
+    working_tree = (REPO / "fast" / "kernels" / "gpt2_kernels.mojo").read_text()
+    assert source.count('register("base_gpt2_') == working_tree.count('register("gpt2_') > 0
+
+
+def test_the_kernels_against_a_revision_run_in_turns_and_agree() -> None:
+    """The working tree's decode kernels against HEAD's, one bfloat16 block,
+    two rounds: one line with both versions' calls and their ratio; the
+    committed kernels compute exactly what the working tree's do (CI runs a
+    clean clone)."""
+    args = ("--against", "HEAD", "--dtypes", "bfloat16", "--blocks", "1", "--rounds", "2")
+    result = run_tool("devtools.bench.kernels_ab", *args, "--calls", "1", timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("bfloat16, 1 block")]
+    assert chain.WAYS["token"] in line and "over 2 rounds" in line
+    assert float(line.split("the working tree ")[1].split("x as fast")[0]) > 0
+    changed = subprocess.run(
+        ["git", "status", "--porcelain", "fast/kernels"], cwd=REPO, capture_output=True, text=True
+    ).stdout
+    if not changed:
+        assert line.endswith("outputs differ by at most 0"), line
+
+
+def test_the_kernels_against_an_unknown_revision_say_so() -> None:
+    result = run_tool("devtools.bench.kernels_ab", "--against", "no-such-revision", timeout=120)
+    assert result.returncode != 0
+    assert "no-such-revision" in result.stderr and "Traceback" not in result.stderr
