@@ -7,6 +7,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
+from common.cli import UsageError
 from common.steps import REPO
 from devtools.bench import chain, kernels_ab
 from devtools.bench.probe import READERS
@@ -51,6 +54,14 @@ def test_a_revisions_kernels_are_copied_with_their_ops_renamed(tmp_path: Path) -
     assert 'register("gpt2_' not in source
     working_tree = (REPO / "fast" / "kernels" / "gpt2_kernels.mojo").read_text()
     assert source.count('register("base_gpt2_') == working_tree.count('register("gpt2_') > 0
+
+
+def test_a_revision_without_kernels_is_named(tmp_path: Path) -> None:
+    first = subprocess.run(
+        ["git", "rev-list", "--max-parents=0", "HEAD"], cwd=REPO, capture_output=True, text=True
+    ).stdout.split()[-1]
+    with pytest.raises(UsageError, match=f"{first} has no fast/kernels"):
+        kernels_ab.kernels_at(first, tmp_path)
 
 
 def test_the_kernels_against_a_revision_run_in_turns_and_agree() -> None:

@@ -209,8 +209,7 @@ def measure(dtypes: list[str], blocks: int, rounds: int, calls: int, probe_mb: i
         for key, (graph, buffers, weight_bytes) in chains.items():
             probe_before[key].append(read_probe())
             wait_until_idle([os.getpid()])
-            times = sorted(seconds_for(graph.execute, *buffers) for _ in range(calls))
-            speeds[key].append(weight_bytes / times[len(times) // 2] / 1e9)
+            speeds[key].append(weight_bytes / median_call(graph, buffers, calls) / 1e9)
     return dict(
         machine=machine_line(),
         blocks=blocks,
@@ -235,6 +234,12 @@ def measure(dtypes: list[str], blocks: int, rounds: int, calls: int, probe_mb: i
             for (name, way), values in speeds.items()
         ],
     )
+
+
+def median_call(graph, buffers: list, calls: int) -> float:
+    """The median seconds of `calls` calls of the compiled `graph`."""
+    times = sorted(seconds_for(graph.execute, *buffers) for _ in range(calls))
+    return times[len(times) // 2]
 
 
 def format_table(data: dict) -> str:

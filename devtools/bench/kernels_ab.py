@@ -34,9 +34,10 @@ from devtools.bench.chain import (
     add_round_arguments,
     block_inputs,
     chain_graph,
+    median_call,
     parse_round_arguments,
 )
-from devtools.bench.machine import machine_line, seconds_for, wait_until_idle
+from devtools.bench.machine import machine_line, wait_until_idle
 from devtools.bench.stats import paired_ratios, summary
 
 KERNELS_IN_REPO = "fast/kernels"
@@ -58,7 +59,10 @@ def git(*args: str) -> str:
 def kernels_at(revision: str, directory: Path) -> Path:
     """fast/kernels as it is at `revision`, written to `directory`, every op
     registered under PREFIX + its name."""
-    names = git("ls-tree", "--name-only", f"{revision}:{KERNELS_IN_REPO}").split()
+    try:
+        names = git("ls-tree", "--name-only", f"{revision}:{KERNELS_IN_REPO}").split()
+    except UsageError as error:
+        raise UsageError(f"{revision} has no {KERNELS_IN_REPO} ({error})") from error
     sources = [name for name in names if name.endswith(".mojo")]
     if not sources:
         raise UsageError(f"{revision} has no Mojo files in {KERNELS_IN_REPO}")
@@ -69,30 +73,32 @@ def kernels_at(revision: str, directory: Path) -> Path:
     return directory
 
 
-def measure(revision: str, dtype_name: str, blocks: int, rounds: int, calls: int, way: str) -> dict:
+def measure(
+    revision: str, kernels: Path, dtype_name: str, blocks: int, rounds: int, calls: int, way: str
+) -> dict:
     """Seconds per call of each version (the median of `calls`, per round),
     the rounds alternating which goes first, and the largest difference
-    between their outputs."""
+    between their outputs; the revision's kernels are in `kernels`
+    (kernels_at)."""
     import numpy as np
 
     # the torch tensors lend the buffers their memory: kept until the return
     buffers, _tensors, parameters, _ = block_inputs(blocks, dtype_name)
-    with tempfile.TemporaryDirectory() as directory:
-        graphs = {"working tree": chain_graph(blocks, dtype_name, way, parameters)}
-        kernels = kernels_at(revision, Path(directory))
-        try:
-            graphs[revision] = chain_graph(
-                blocks, dtype_name, way, parameters, kernels=kernels, op_prefix=PREFIX
-            )
-        except Exception as error:  # MAX's compile errors have no common type
-            first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
-            raise UsageError(
-                f"the kernels at {revision} do not build, or do not take the inputs the "
-                f"working tree's chain gives them: {type(error).__name__}: {first_line}"
-            ) from error
-        outputs = [np.from_dlpack(graph.execute(*buffers)[0]) for graph in graphs.values()]
-        max_runtime.demote_idle_pollers()  # as the fast model's generator does
-        seconds = alternating_rounds(graphs, buffers, rounds, calls)
+    graphs = {"working tree": chain_graph(blocks, dtype_name, way, parameters)}
+    try:
+        graphs[revision] = chain_graph(
+            blocks, dtype_name, way, parameters, kernels=kernels, op_prefix=PREFIX
+        )
+    except Exception as error:  # MAX's compile errors have no common type
+        message = str(error).strip()
+        raise UsageError(
+            f"the kernels at {revision} do not build, or do not take the inputs the "
+            f"working tree's chain gives them: {type(error).__name__}: "
+            f"{message.splitlines()[0] if message else ''}"
+        ) from error
+    outputs = [np.from_dlpack(graph.execute(*buffers)[0]) for graph in graphs.values()]
+    max_runtime.demote_idle_pollers()  # as the fast model's generator does
+    seconds = alternating_rounds(graphs, buffers, rounds, calls)
     return dict(
         dtype=dtype_name,
         seconds={key: summary(values) for key, values in seconds.items()},
@@ -111,8 +117,7 @@ def alternating_rounds(graphs: dict, buffers: list, rounds: int, calls: int) -> 
     for index in range(rounds):
         for key in order if index % 2 == 0 else order[::-1]:
             wait_until_idle([os.getpid()])
-            times = sorted(seconds_for(graphs[key].execute, *buffers) for _ in range(calls))
-            seconds[key].append(times[len(times) // 2])
+            seconds[key].append(median_call(graphs[key], buffers, calls))
     return seconds
 
 
@@ -152,11 +157,19 @@ def main(argv: list[str] | None = None) -> int:
         git("rev-parse", "--verify", f"{args.against}^{{commit}}")  # before any build
         max_runtime.prepare()
         print(f"Machine: {machine_line()}.", flush=True)
-        for dtype_name in args.dtypes:
-            result = measure(
-                args.against, dtype_name, args.blocks, args.rounds, args.calls, args.way
-            )
-            print(format_result(result, args.against, args.blocks, args.way), flush=True)
+        with tempfile.TemporaryDirectory() as directory:  # one copy for every dtype
+            kernels = kernels_at(args.against, Path(directory))
+            for dtype_name in args.dtypes:
+                result = measure(
+                    args.against,
+                    kernels,
+                    dtype_name,
+                    args.blocks,
+                    args.rounds,
+                    args.calls,
+                    args.way,
+                )
+                print(format_result(result, args.against, args.blocks, args.way), flush=True)
 
     return exit_status(run)
 
