@@ -64,25 +64,50 @@ def test_a_revision_without_kernels_is_named(tmp_path: Path) -> None:
         kernels_ab.kernels_at(first, tmp_path)
 
 
-def test_the_kernels_against_a_revision_run_in_turns_and_agree() -> None:
-    """The working tree's decode kernels against HEAD's, one bfloat16 block,
-    two rounds: one line with both versions' calls and their ratio; the
+MEASURED = {  # kernels_ab's arguments beside --against HEAD: its report lines
+    "decode": ((), [f"bfloat16, 1 block, {chain.WAYS['token']}: "]),
+    "prompt": (
+        ("--rows", "8"),
+        [
+            "bfloat16, the MLP's first projection (3072 x 768) at 8 rows: ",
+            "bfloat16, the MLP's second projection (768 x 3072) at 8 rows: ",
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("measured", MEASURED)
+def test_the_kernels_against_a_revision_run_in_turns_and_agree(measured: str) -> None:
+    """The working tree's kernels against HEAD's, two rounds of one bfloat16
+    block (the decode) or of the projection kernel at 8 rows (a prompt): a
+    line per measurement with both versions' calls and their ratio; the
     committed kernels compute exactly what the working tree's do (CI runs a
     clean clone)."""
+    extra, starts = MEASURED[measured]
     args = ("--against", "HEAD", "--dtypes", "bfloat16", "--blocks", "1", "--rounds", "2")
-    result = run_tool("devtools.bench.kernels_ab", *args, "--calls", "1", timeout=900)
+    result = run_tool("devtools.bench.kernels_ab", *args, "--calls", "1", *extra, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
-    (line,) = [line for line in result.stdout.splitlines() if line.startswith("bfloat16, 1 block")]
-    assert chain.WAYS["token"] in line and "over 2 rounds" in line
-    assert float(line.split("the working tree ")[1].split("x as fast")[0]) > 0
+    lines = [line for line in result.stdout.splitlines() if line.startswith("bfloat16, ")]
+    assert len(lines) == len(starts), lines
+    assert [line[: len(start)] for line, start in zip(lines, starts, strict=True)] == starts
     changed = subprocess.run(
         ["git", "status", "--porcelain", "fast/kernels"], cwd=REPO, capture_output=True, text=True
     ).stdout
-    if not changed:
-        assert line.endswith("outputs differ by at most 0"), line
+    for line in lines:
+        assert "over 2 rounds" in line
+        assert float(line.split("the working tree ")[1].split("x as fast")[0]) > 0
+        if not changed:
+            assert line.endswith("outputs differ by at most 0"), line
 
 
-def test_the_kernels_against_an_unknown_revision_say_so() -> None:
-    result = run_tool("devtools.bench.kernels_ab", "--against", "no-such-revision", timeout=120)
+@pytest.mark.parametrize(
+    "args, named",
+    [
+        (("--against", "no-such-revision"), "no-such-revision"),
+        (("--against", "HEAD", "--rows", "0"), "--rows must be at least 1"),
+    ],
+)
+def test_the_kernels_against_a_bad_revision_or_count_say_so(args: tuple, named: str) -> None:
+    result = run_tool("devtools.bench.kernels_ab", *args, timeout=120)
     assert result.returncode != 0
-    assert "no-such-revision" in result.stderr and "Traceback" not in result.stderr
+    assert named in result.stderr and "Traceback" not in result.stderr

@@ -33,7 +33,8 @@ The modules, in the order a run uses them:
 
 Beside a run: `chain.py` reads the twelve blocks' weights through our
 kernels against the same probe; `kernels_ab.py` runs the working tree's
-kernels against a git revision's in one process, taking turns; and
+kernels against a git revision's in one process, taking turns (a decoded
+token's blocks, or a prompt's projections with --rows); and
 `gpu_kernels.py` is the program that Nsight Compute traces on a GPU, and the
 summary of its trace.
 """

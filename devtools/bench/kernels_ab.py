@@ -19,6 +19,7 @@ The revision's kernels are copied out of git with their ops renamed
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import subprocess
@@ -30,6 +31,7 @@ from common import max_runtime
 from common.cli import ArgumentParser, UsageError, exit_status
 from common.steps import REPO
 from devtools.bench.chain import (
+    EMBED,
     WAYS,
     add_round_arguments,
     block_inputs,
@@ -42,6 +44,10 @@ from devtools.bench.stats import paired_ratios, summary
 
 KERNELS_IN_REPO = "fast/kernels"
 PREFIX = "base_"  # the revision's op names: base_gpt2_decode_blocks, ...
+PROJECTIONS = {  # --rows: [n_out, n_in] of the MLP's two projections
+    "the MLP's first projection": (4 * EMBED, EMBED),
+    "the MLP's second projection": (EMBED, 4 * EMBED),
+}
 
 
 def git(*args: str) -> str:
@@ -80,22 +86,61 @@ def measure(
     the rounds alternating which goes first, and the largest difference
     between their outputs; the revision's kernels are in `kernels`
     (kernels_at)."""
-    import numpy as np
-
     # the torch tensors lend the buffers their memory: kept until the return
     buffers, _tensors, parameters, _ = block_inputs(blocks, dtype_name)
     graphs = {"working tree": chain_graph(blocks, dtype_name, way, parameters)}
-    try:
+    with revision_builds(revision):
         graphs[revision] = chain_graph(
             blocks, dtype_name, way, parameters, kernels=kernels, op_prefix=PREFIX
         )
+    return compare(graphs, buffers, revision, dtype_name, rounds, calls)
+
+
+def measure_rows(
+    revision: str,
+    kernels: Path,
+    dtype_name: str,
+    shape: tuple[int, int],
+    rows: int,
+    rounds: int,
+    calls: int,
+) -> dict:
+    """measure, for the projection kernel alone at `rows` rows of x against
+    a weight of `shape` ([n_out, n_in])."""
+    from max.driver import Buffer
+
+    from devtools.bench.profile import one_op_graphs, random_operands
+
+    op = "gpt2_linear_rows"
+    tensors = random_operands(*shape, dtype_name, rows)
+    buffers = [Buffer.from_dlpack(tensor) for tensor in tensors]
+    graphs = one_op_graphs(*shape, dtype_name, rows, {"working tree": op})
+    with revision_builds(revision):
+        graphs |= one_op_graphs(*shape, dtype_name, rows, {revision: PREFIX + op}, kernels)
+    return compare(graphs, buffers, revision, dtype_name, rounds, calls)
+
+
+@contextlib.contextmanager
+def revision_builds(revision: str):
+    """MAX's compile errors, building the revision's kernels, as a UsageError
+    that names the revision."""
+    try:
+        yield
     except Exception as error:  # MAX's compile errors have no common type
         message = str(error).strip()
         raise UsageError(
             f"the kernels at {revision} do not build, or do not take the inputs the "
-            f"working tree's chain gives them: {type(error).__name__}: "
+            f"working tree's graph gives them: {type(error).__name__}: "
             f"{message.splitlines()[0] if message else ''}"
         ) from error
+
+
+def compare(
+    graphs: dict, buffers: list, revision: str, dtype_name: str, rounds: int, calls: int
+) -> dict:
+    """The two graphs' outputs and calls, in alternating rounds."""
+    import numpy as np
+
     outputs = [np.from_dlpack(graph.execute(*buffers)[0]) for graph in graphs.values()]
     max_runtime.demote_idle_pollers()  # as the fast model's generator does
     seconds = alternating_rounds(graphs, buffers, rounds, calls)
@@ -121,11 +166,12 @@ def alternating_rounds(graphs: dict, buffers: list, rounds: int, calls: int) -> 
     return seconds
 
 
-def format_result(result: dict, revision: str, blocks: int, way: str) -> str:
+def format_result(result: dict, revision: str, what: str) -> str:
+    """One line: `what` was measured, each version's median call, the ratio."""
     ms = {key: 1e3 * spread["median"] for key, spread in result["seconds"].items()}
     speedup = result["speedup"]
     return (
-        f"{result['dtype']}, {blocks} block{'s' if blocks != 1 else ''}, {WAYS[way]}: "
+        f"{result['dtype']}, {what}: "
         f"working tree {ms['working tree']:.3f} ms, {revision} {ms[revision]:.3f} ms "
         f"(medians of the rounds); the working tree {speedup['median']:.3f}x as fast "
         f"(quartiles {speedup['q1']:.3f}-{speedup['q3']:.3f}x, "
@@ -148,7 +194,31 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--way", choices=[way for way in WAYS if way != "one_call"], default="token"
     )
-    return parse_round_arguments(parser, argv)
+    parser.add_argument(
+        "--rows",
+        type=int,
+        metavar="N",
+        help="the projection kernel at N rows of x (a prompt) instead of the decode's blocks",
+    )
+    args = parse_round_arguments(parser, argv)
+    if args.rows is not None and args.rows < 1:
+        parser.error("--rows must be at least 1")
+    return args
+
+
+def runs(args: argparse.Namespace, kernels: Path):
+    """(what is measured, its result) for each of the run's measurements."""
+    versions = (args.against, kernels)
+    for dtype_name in args.dtypes:
+        if args.rows is None:
+            blocks = f"{args.blocks} block{'s' if args.blocks != 1 else ''}"
+            result = measure(*versions, dtype_name, args.blocks, args.rounds, args.calls, args.way)
+            yield f"{blocks}, {WAYS[args.way]}", result
+            continue
+        for name, shape in PROJECTIONS.items():
+            rows = f"{args.rows} row{'s' if args.rows != 1 else ''}"
+            result = measure_rows(*versions, dtype_name, shape, args.rows, args.rounds, args.calls)
+            yield f"{name} ({shape[0]} x {shape[1]}) at {rows}", result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -159,17 +229,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Machine: {machine_line()}.", flush=True)
         with tempfile.TemporaryDirectory() as directory:  # one copy for every dtype
             kernels = kernels_at(args.against, Path(directory))
-            for dtype_name in args.dtypes:
-                result = measure(
-                    args.against,
-                    kernels,
-                    dtype_name,
-                    args.blocks,
-                    args.rounds,
-                    args.calls,
-                    args.way,
-                )
-                print(format_result(result, args.against, args.blocks, args.way), flush=True)
+            for what, result in runs(args, kernels):
+                print(format_result(result, args.against, what), flush=True)
 
     return exit_status(run)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from pathlib import Path
 
 from common import max_runtime
 from devtools.bench.machine import seconds_for
@@ -78,12 +79,18 @@ def kernel_ops(dtype_name: str) -> dict[str, str]:
 
 
 def one_op_graphs(
-    n_out: int, n_in: int, dtype_name: str, rows, kernels: dict[str, str] | None = None
+    n_out: int,
+    n_in: int,
+    dtype_name: str,
+    rows,
+    kernels: dict[str, str] | None = None,
+    library: Path | None = None,
 ) -> dict:
     """Compiled one-op graphs computing x @ W.T + b for float32 x [rows,
     n_in] and W [n_out, n_in] in `dtype_name`: MAX's matmul and each of
-    kernel_ops' kernels, or only `kernels` ({key: op name}) when given. Each
-    size is a number or a symbolic name."""
+    kernel_ops' kernels, or only `kernels` ({key: op name}) when given, from
+    fast/kernels or the kernel library `library`. Each size is a number or a
+    symbolic name."""
     from max.driver import CPU
     from max.dtype import DType
     from max.engine import InferenceSession
@@ -107,7 +114,7 @@ def one_op_graphs(
             graph.output(ops.cast(product, DType.float32) + bias)
         graphs["max_matmul"] = session.load(graph)
     for key, op in (kernels or kernel_ops(dtype_name)).items():
-        with Graph(key, input_types=inputs, custom_extensions=[KERNELS]) as graph:
+        with Graph(key, input_types=inputs, custom_extensions=[library or KERNELS]) as graph:
             x = graph.inputs[0]
             out_type = TensorType(DType.float32, [x.shape[0], n_out], device=cpu)
             graph.output(ops.custom(op, cpu, list(graph.inputs), [out_type])[0])
