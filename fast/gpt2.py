@@ -22,7 +22,9 @@ weights); only the way a forward pass is run changes, for speed:
   cores (about 1.5-2x MAX's matmul for one row), and attend over the cache
   in one pass; MAX builds them from source and calls them as custom ops.
   A decoded token's blocks are one call: their seven steps each share the
-  cores without handing them back to MAX between steps or blocks.
+  cores without handing them back to MAX between steps or blocks. A
+  prompt's attention is one call a block, which computes only the scores a
+  causal mask keeps.
   With bfloat16 weights on a CPU with bfloat16 dot products a prompt's
   projections run there too, in register tiles.
 - **The runtime's poller set aside (the CPU).** MAX keeps a logging thread
@@ -111,23 +113,19 @@ class FastGPT2(MaxGPT2LMHeadModel):
     ) -> Tensor:
         """A prompt on an empty cache through every block: MAX's ops around
         our projections, its keys and values stored, causal attention over
-        its own positions."""
-        seq_length = hidden_states.shape[1]
+        its own positions (our kernel, gpt2_prompt_attention)."""
         for index, block in enumerate(self.transformer.h):
             attention = block.attn
             heads, head_dim = attention.num_heads, attention.head_dim
             qkv = self._linear(attention.c_attn, _layer_norm(block.ln_1, hidden_states))
-            query, key, value = (
+            _, key, value = (
                 attention._split_heads(part, heads, head_dim)
                 for part in F.split(qkv, [attention.embed_dim] * 3, axis=-1)
             )
             # The caches as graph buffers: the kernel writes into them.
             cache = [key_cache.__buffervalue__(), value_cache.__buffervalue__()]
             _kernel("gpt2_cache_write", [*cache, key, value, start], index)
-            scores = query @ key.transpose(-1, -2) * (1.0 / math.sqrt(head_dim))
-            scores = scores + causal_mask(seq_length, 0, dtype=FLOAT32, device=scores.device)
-            attn_output = F.softmax(scores, axis=-1) @ value
-            attn_output = attention._merge_heads(attn_output, heads, head_dim)
+            attn_output = prompt_attention(qkv, heads)
             hidden_states = hidden_states + self._linear(attention.c_proj, attn_output)
             mlp = block.mlp
             inner = self._linear(mlp.c_fc, _layer_norm(block.ln_2, hidden_states))
@@ -170,7 +168,7 @@ class FastGPT2(MaxGPT2LMHeadModel):
         bfloat16 dot products (its tiles); MAX's float32 matmul otherwise."""
         batch, seq_length, n_in = x.shape
         n_out = layer.weight.shape[0]
-        bias = _f32_bias(layer, x.device)
+        bias = _f32(_bias(layer, x.device, FLOAT32))
         tiles = layer.weight.dtype == DType.bfloat16 and self.bf16_dot and kernels_built_for()[0]
         if seq_length != 1 and not tiles:
             return x @ _f32(layer.weight).T + bias
@@ -255,10 +253,6 @@ def _bias(layer: Linear, device, dtype: DType | None = None) -> Tensor:
     return Tensor.zeros([layer.weight.shape[0]], dtype=zeros_dtype, device=device)
 
 
-def _f32_bias(layer: Linear, device) -> Tensor:
-    return _f32(_bias(layer, device, FLOAT32))
-
-
 def linear_rows(
     layer: Linear, rows: Tensor, bias: Tensor | None = None, *, widening: bool = False
 ) -> Tensor:
@@ -267,16 +261,25 @@ def linear_rows(
     slower than MAX's matmul from a few dozen on (but with bfloat16 weights
     and the CPU's bfloat16 dot products). `widening`: bfloat16 weights
     widened to float32 even where the dot products are. Returns float32 [m, out]."""
-    bias = _f32_bias(layer, rows.device) if bias is None else bias
-    out_type = TensorType(FLOAT32, [rows.shape[0], layer.weight.shape[0]], device=rows.device)
-    (output,) = F.custom(
-        "gpt2_linear_rows_widening" if widening else "gpt2_linear_rows",
-        rows.device,
-        [rows, layer.weight, bias],
-        [out_type],
-        custom_extensions=_kernel_library(),
-    )
-    return output
+    bias = _f32(_bias(layer, rows.device, FLOAT32)) if bias is None else bias
+    name = "gpt2_linear_rows_widening" if widening else "gpt2_linear_rows"
+    return _custom(name, [rows, layer.weight, bias], [rows.shape[0], layer.weight.shape[0]])
+
+
+def prompt_attention(qkv: Tensor, heads: int) -> Tensor:
+    """Causal self-attention of a prompt on an empty cache through our kernel,
+    which computes only the scores a query may see: qkv is c_attn's float32
+    output [batch, seq, 3 * embed]; returns the heads merged, [batch, seq, embed]."""
+    batch, seq_length, width = qkv.shape
+    values = [qkv, Tensor([heads], dtype=DType.int64, device=qkv.device)]
+    return _custom("gpt2_prompt_attention", values, [batch, seq_length, int(width) // 3])
+
+
+def _custom(name: str, values: list, out_shape: list) -> Tensor:
+    """Our kernel `name` on `values`, one float32 output of `out_shape`."""
+    device = values[0].device
+    out_type = TensorType(FLOAT32, out_shape, device=device)
+    return F.custom(name, device, values, [out_type], custom_extensions=_kernel_library())[0]
 
 
 def linear_few_or_many(layer: Linear, rows: Tensor, kernel_rows: int) -> Tensor:

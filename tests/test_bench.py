@@ -209,6 +209,24 @@ def test_the_profile_shows_both_mlp_projections_by_rows_when_timed() -> None:
     )
 
 
+def test_the_profile_shows_a_prompts_attention_by_length_when_timed() -> None:
+    ways = dict(max_ops=6.0, torch_sdpa=4.5, our_kernel=3.0)
+    milliseconds = {"512": {key: summary([ms]) for key, ms in ways.items()}}
+    attention = dict(heads=12, head_dim=64, dtype="bfloat16", milliseconds=milliseconds)
+    assert "causal self-attention" not in format_profile(fake_data())  # a run before it
+    profile_md = format_profile(dict(fake_data(), attention=attention))
+    assert "causal self-attention alone (12 heads of 64)" in profile_md
+    assert "`scaled_dot_product_attention` in bfloat16" in profile_md
+    assert (
+        "| prompt tokens | MAX's operations | PyTorch | our kernel "
+        "| our kernel's speed-up over MAX's operations | our kernel's speed-up over PyTorch |"
+        in profile_md
+    )
+    assert "| 512 | 6.00 (6.00-6.00) | 4.50 (4.50-4.50) | 3.00 (3.00-3.00) | 2.00x | 1.50x |" in (
+        profile_md
+    )
+
+
 def test_each_contender_gets_its_fraction_of_the_ceiling() -> None:
     data = fake_data()
     # fast: 20 tok/s (its best median) x 125 M weights x 4 bytes = 10 GB/s of 31 GB/s

@@ -27,8 +27,9 @@ The modules, in the order a run uses them:
   memory bandwidth (the ceiling), and waiting for it to be quiet.
 - `measuring.py`: the interleaved rounds, and the run that sets them up.
 - `stats.py`: medians, spreads and paired ratios of the samples (pure).
-- `profile.py`: where the time goes: the decode graphs' operations, and the
-  head's projection timed alone.
+- `profile.py`: where the time goes: the decode graphs' operations, and our
+  kernels timed alone (the head's projection, the MLP's by rows, a prompt's
+  attention by length).
 - `reporting.py`: the book's table, profile and plot, from the JSON data only.
 
 Beside a run: `chain.py` reads the twelve blocks' weights through our

@@ -54,7 +54,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--profile",
         action="store_true",
-        help="also time the head's projection alone: MAX's matmul, our kernel, PyTorch",
+        help="also time our kernels alone against MAX's and PyTorch's: the head's projection, "
+        "the MLP's projections by rows, a prompt's attention by length",
     )
     parser.add_argument("--prefill-length", type=int, default=PREFILL_LENGTH)
     parser.add_argument(

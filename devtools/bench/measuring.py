@@ -25,7 +25,12 @@ from devtools.bench.machine import (
     wait_until_idle,
 )
 from devtools.bench.probe import READERS, ReadProbe
-from devtools.bench.profile import decode_graph_ops, projection_profile, rows_profile
+from devtools.bench.profile import (
+    attention_profile,
+    decode_graph_ops,
+    projection_profile,
+    rows_profile,
+)
 from devtools.bench.stats import paired_ratios, round_orders, summary
 
 LENGTHS = (32, 128, 512)
@@ -320,4 +325,7 @@ def measure_all(args, config, contenders, prompt, long_prompt, lengths, probe, w
         rows_second=(
             rows_profile(config, args.dtype, second_projection=True) if args.profile else None
         ),
+        attention=attention_profile(config, args.dtype)
+        if args.profile and device == "cpu"
+        else None,
     )

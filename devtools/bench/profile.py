@@ -222,3 +222,79 @@ def rows_profile(
         ways["torch_linear"] = lambda x_torch=x_torch: torch.nn.functional.linear(x_torch, weight)
         per_rows[rows] = interleaved_milliseconds(ways, repeats)
     return dict(shape=[n_out, n_in], dtype=dtype_name, milliseconds=per_rows)
+
+
+PROMPT_LENGTHS = (64, 512)
+
+
+def attention_profile(config: dict, dtype_name: str, repeats: int = 15) -> dict:
+    """A prompt's causal self-attention alone, from c_attn's output [1, seq,
+    3 n_embd] to the heads' outputs merged [1, seq, n_embd], by prompt
+    length, three ways in interleaved rounds: MAX's operations as the
+    prompt's graph had them before our kernel (split into heads, every
+    score, the causal mask, softmax, the values, merged), our kernel
+    (gpt2_prompt_attention), and PyTorch's scaled_dot_product_attention in
+    the weights' dtype (the transformers model's attention). The attention
+    is float32 in our model whatever the weights' dtype."""
+    import torch
+    from max.driver import Buffer
+
+    heads, embed = config["n_head"], config["n_embd"]
+    torch_dtype = torch.bfloat16 if dtype_name == "bfloat16" else torch.float32
+    generator = torch.Generator().manual_seed(0)
+    per_length = {}
+    for seq in PROMPT_LENGTHS:
+        graphs = attention_graphs(seq, heads, embed)
+        qkv = torch.randn(1, seq, 3 * embed, generator=generator)
+        buffers = [Buffer.from_dlpack(qkv), Buffer.from_dlpack(torch.tensor([heads]))]
+        ways = {
+            "max_ops": lambda g=graphs["max_ops"], b=buffers: g.execute(b[0]),
+            "our_kernel": lambda g=graphs["our_kernel"], b=buffers: g.execute(*b),
+        }
+        parts = qkv.to(torch_dtype).view(1, seq, 3, heads, embed // heads).permute(2, 0, 3, 1, 4)
+
+        def torch_attention(query=parts[0], key=parts[1], value=parts[2], seq=seq):
+            out = torch.nn.functional.scaled_dot_product_attention(
+                query, key, value, is_causal=True
+            )
+            return out.transpose(1, 2).reshape(1, seq, embed)
+
+        ways["torch_sdpa"] = torch_attention
+        per_length[seq] = interleaved_milliseconds(ways, repeats)
+    return dict(heads=heads, head_dim=embed // heads, dtype=dtype_name, milliseconds=per_length)
+
+
+def attention_graphs(seq: int, heads: int, embed: int) -> dict:
+    """attention_profile's two compiled graphs for a prompt of `seq` tokens:
+    MAX's operations (qkv in) and our kernel (qkv and the number of heads in)."""
+    import numpy as np
+    from max.driver import CPU
+    from max.dtype import DType
+    from max.engine import InferenceSession
+    from max.graph import DeviceRef, Graph, TensorType, ops
+
+    from fast.gpt2 import KERNELS
+
+    cpu = DeviceRef.CPU()
+    qkv_type = TensorType(DType.float32, [1, seq, 3 * embed], device=cpu)
+    out_type = TensorType(DType.float32, [1, seq, embed], device=cpu)
+    head_dim = embed // heads
+    session = InferenceSession(devices=[CPU()])
+    with Graph("max_ops", input_types=[qkv_type]) as graph:
+        qkv = graph.inputs[0].tensor
+        query, key, value = (
+            ops.transpose(ops.reshape(part, [1, seq, heads, head_dim]), 1, 2)
+            for part in ops.split(qkv, [embed] * 3, axis=-1)
+        )
+        scores = query @ ops.transpose(key, -1, -2) * (1.0 / head_dim**0.5)
+        mask = np.triu(np.full((seq, seq), -np.inf, dtype=np.float32), 1)
+        weights = ops.softmax(scores + ops.constant(mask, DType.float32, device=cpu))
+        graph.output(ops.reshape(ops.transpose(weights @ value, 1, 2), [1, seq, embed]))
+    graphs = {"max_ops": session.load(graph)}
+    heads_type = TensorType(DType.int64, [1], device=cpu)
+    with Graph(
+        "our_kernel", input_types=[qkv_type, heads_type], custom_extensions=[KERNELS]
+    ) as graph:
+        graph.output(ops.custom("gpt2_prompt_attention", cpu, list(graph.inputs), [out_type])[0])
+    graphs["our_kernel"] = session.load(graph)
+    return graphs

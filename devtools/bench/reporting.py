@@ -188,6 +188,7 @@ def format_profile(data: dict) -> str:
     )
     lines += format_projection(data.get("projection")) + format_rows(data.get("rows"))
     lines += format_rows(data.get("rows_second"))  # absent from runs before it
+    lines += format_attention(data.get("attention"))  # absent from runs before it
     return "\n".join(lines) + "\n"
 
 
@@ -240,26 +241,63 @@ def format_rows(rows: dict | None) -> list[str]:
     if not rows:
         return []
     n_out, n_in = rows["shape"]
-    present = next(iter(rows["milliseconds"].values()))
-    columns = [key for key in ROWS_COLUMNS if key in present]
-    heads = [ROWS_COLUMNS[key] for key in columns]
-    peers = [key for key in ("max_matmul", "torch_linear") if key in present]
-    lines = [
-        "",
+    title = (
         f"One projection ({n_out} x {n_in}, {rows['dtype']} weights) for a batch of rows, "
         "from a server's batch of decoded tokens to a prompt; milliseconds per call, "
-        f"{ROUNDS}:",
+        f"{ROUNDS}:"
+    )
+    peers = ("max_matmul", "torch_linear")
+    return speedup_table(title, "rows", rows["milliseconds"], ROWS_COLUMNS, peers)
+
+
+ATTENTION_COLUMNS = {
+    "max_ops": "MAX's operations",
+    "torch_sdpa": "PyTorch",
+    "our_kernel": "our kernel",
+}
+
+
+def format_attention(attention: dict | None) -> list[str]:
+    """A prompt's attention alone, by prompt length (bench --profile)."""
+    if not attention:
+        return []
+    title = (
+        f"A prompt's causal self-attention alone ({attention['heads']} heads of "
+        f"{attention['head_dim']}), from c_attn's output to the heads merged: MAX's "
+        "operations as the prompt's graph had them before our kernel (every score, then the "
+        "causal mask), our kernel (`gpt2_prompt_attention`, float32), PyTorch's "
+        f"`scaled_dot_product_attention` in {attention['dtype']}; milliseconds per call, "
+        f"{ROUNDS}:"
+    )
+    peers = ("max_ops", "torch_sdpa")
+    return speedup_table(
+        title, "prompt tokens", attention["milliseconds"], ATTENTION_COLUMNS, peers
+    )
+
+
+def speedup_table(
+    title: str, size_head: str, by_size: dict, columns: dict[str, str], peers: tuple[str, ...]
+) -> list[str]:
+    """Milliseconds of each way by size ({size: {way: summary}}), our kernel's
+    speed-up over each of `peers` that was timed: table lines under `title`."""
+    present = next(iter(by_size.values()))
+    keys = [key for key in columns if key in present]
+    peers = tuple(key for key in peers if key in present)
+    lines = [
         "",
-        "| rows | "
-        + " | ".join(heads + [f"our kernel's speed-up over {ROWS_COLUMNS[p]}" for p in peers])
+        title,
+        "",
+        f"| {size_head} | "
+        + " | ".join([columns[key] for key in keys])
+        + "".join(f" | our kernel's speed-up over {columns[peer]}" for peer in peers)
         + " |",
-        "|---" * (1 + len(columns) + len(peers)) + "|",
+        "|---" * (1 + len(keys) + len(peers)) + "|",
     ]
-    for count, ways in rows["milliseconds"].items():
+    for size, ways in by_size.items():
         kernel = ways["our_kernel"]["median"]
-        cells = [format_spread(ways[key]) for key in columns]
+        cells = [format_spread(ways[key]) for key in keys]
         cells += [f"{ways[peer]['median'] / kernel:.2f}x" for peer in peers]
-        lines.append(f"| {count} | " + " | ".join(cells) + " |")
+        lines.append(f"| {size} | " + " | ".join(cells) + " |")
     return lines
 
 

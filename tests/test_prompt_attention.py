@@ -1,0 +1,107 @@
+"""fast/kernels' gpt2_prompt_attention, a prompt's causal self-attention in
+one call, against the attention written out in NumPy: every head, every
+query, for prompts that end inside a block of queries and inside a block of
+keys, heads whose size is not a whole number of vectors, and a batch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from common import max_runtime
+
+max_runtime.prepare()
+
+SHAPES = [(1, 1), (1, 7), (2, 16), (1, 17), (2, 33), (1, 70)]  # (batch, seq)
+
+
+def attention_graph(embed: int):
+    """A compiled graph of the kernel alone: qkv [batch, seq, 3 * embed] and
+    the number of heads in, [batch, seq, embed] out."""
+    from max.driver import CPU
+    from max.dtype import DType
+    from max.engine import InferenceSession
+    from max.graph import DeviceRef, Graph, TensorType, ops
+
+    from fast.gpt2 import KERNELS
+
+    cpu = DeviceRef.CPU()
+    inputs = [
+        TensorType(DType.float32, ["batch", "seq", 3 * embed], device=cpu),
+        TensorType(DType.int64, [1], device=cpu),
+    ]
+    with Graph("prompt_attention", input_types=inputs, custom_extensions=[KERNELS]) as graph:
+        qkv, heads = graph.inputs
+        out_type = TensorType(DType.float32, [qkv.shape[0], qkv.shape[1], embed], device=cpu)
+        graph.output(ops.custom("gpt2_prompt_attention", cpu, [qkv, heads], [out_type])[0])
+    return InferenceSession(devices=[CPU()]).load(graph)
+
+
+def numpy_attention(qkv: np.ndarray, heads: int) -> np.ndarray:
+    """Step 07's causal attention in float64, every head, heads merged."""
+    batch, seq, width = qkv.shape
+    embed = width // 3
+    query, key, value = (
+        qkv[:, :, part * embed : (part + 1) * embed]
+        .reshape(batch, seq, heads, embed // heads)
+        .transpose(0, 2, 1, 3)
+        .astype(np.float64)
+        for part in range(3)
+    )
+    scores = query @ key.transpose(0, 1, 3, 2) / np.sqrt(embed // heads)
+    scores += np.triu(np.full((seq, seq), -np.inf), 1)  # a query sees no later key
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights /= weights.sum(axis=-1, keepdims=True)
+    return (weights @ value).transpose(0, 2, 1, 3).reshape(batch, seq, embed)
+
+
+def run(graph, qkv: np.ndarray, heads: int) -> np.ndarray:
+    from max.driver import Buffer
+
+    heads_buffer = Buffer.from_numpy(np.array([heads], dtype=np.int64))
+    return graph.execute(Buffer.from_numpy(qkv), heads_buffer)[0].to_numpy()
+
+
+@pytest.mark.parametrize(("heads", "head_dim"), [(12, 64), (3, 20), (2, 5)])
+def test_the_prompt_attention_kernel_is_causal_attention(heads: int, head_dim: int) -> None:
+    graph = attention_graph(heads * head_dim)
+    rng = np.random.default_rng(head_dim)
+    for batch, seq in SHAPES:
+        # Scores of a few units, as a trained model's: the softmax is not flat.
+        qkv = (rng.standard_normal((batch, seq, 3 * heads * head_dim)) * 2).astype(np.float32)
+        out = run(graph, qkv, heads)
+        np.testing.assert_allclose(
+            out, numpy_attention(qkv, heads), rtol=1e-5, atol=1e-5, err_msg=f"{batch}x{seq}"
+        )
+
+
+def test_the_prompt_attention_kernel_refuses_heads_that_do_not_divide_the_width() -> None:
+    graph = attention_graph(12)
+    qkv = np.zeros((1, 4, 36), dtype=np.float32)
+    with pytest.raises(Exception, match="embed a multiple of heads"):
+        run(graph, qkv, 5)
+
+
+def test_the_profile_times_the_kernel_against_maxs_operations_that_agree_with_it(
+    monkeypatch,
+) -> None:
+    """bench --profile's attention table compares like with like: its graph
+    of MAX's operations computes what the kernel does, and every way is timed
+    at every length (here one, the graphs' own)."""
+    from max.driver import Buffer
+
+    from devtools.bench import profile
+
+    graphs = profile.attention_graphs(40, heads=4, embed=32)
+    qkv = np.random.default_rng(1).standard_normal((1, 40, 96)).astype(np.float32)
+    (max_ops,) = graphs["max_ops"].execute(Buffer.from_numpy(qkv))
+    np.testing.assert_allclose(max_ops.to_numpy(), numpy_attention(qkv, 4), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        run(graphs["our_kernel"], qkv, 4), max_ops.to_numpy(), rtol=1e-5, atol=1e-5
+    )
+    monkeypatch.setattr(profile, "PROMPT_LENGTHS", (40,))
+    timed = profile.attention_profile({"n_head": 4, "n_embd": 32}, "bfloat16", repeats=1)
+    assert set(timed["milliseconds"]) == {40}
+    for ways in timed["milliseconds"].values():
+        assert set(ways) == {"max_ops", "our_kernel", "torch_sdpa"}
+        assert all(spread["median"] > 0 for spread in ways.values())
