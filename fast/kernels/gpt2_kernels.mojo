@@ -676,13 +676,16 @@ struct CacheWrite:
 # masked to -inf and exponentiated to zeros, and the softmax and the product
 # with the values go over the whole matrix again. Here each core takes a block
 # of PROMPT_ROWS queries of one head at a time and goes through the keys up to
-# the block's last query, WIDTH keys at a time, with the softmax computed
-# online (a running max and sum per query, as attend_one_head does for one
-# token): half the scores, none of them stored. The keys are transposed once
-# per head ([head_dim, seq]), so that one vector holds WIDTH keys' values of
-# one dimension and the scores of a block of queries against them are
-# multiply-adds of a query's value (broadcast) by that vector, with no sums
-# across a vector's lanes.
+# the block's last query, PROMPT_KEYS keys at a time, with the softmax
+# computed online (a running max and sum per query, as attend_one_head does
+# for one token): half the scores, none of them stored. The keys are
+# transposed once per head ([head_dim, seq]), so that one vector holds WIDTH
+# keys' values of one dimension and the scores of a block of queries against
+# them are multiply-adds of a query's value (broadcast) by that vector, with
+# no sums across a vector's lanes. At 512 tokens, twelve heads of 64: 1.7x
+# MAX's operations, and the 124M model's prompt 1.05-1.06x sooner (AMD EPYC,
+# 2 cores, in one process taking turns; docs/src/performance.md). Twelve
+# queries a block did no better; four against four vectors of keys, worse.
 
 comptime PROMPT_ROWS = 8  # the queries of a block, each a vector of scores
 comptime PROMPT_KEYS = 2 * WIDTH  # the keys each query of a block scores at once
@@ -833,7 +836,10 @@ def attend_block(
             (weights + r * PROMPT_KEYS).store(weight)
             corrections[r] = correction
         var values = qkv + 2 * embed + key * qkv_stride
-        add_weighted_values(outputs, weights, corrections, values, qkv_stride, min(PROMPT_KEYS, seq - key), head_dim)
+        var keys_here = min(PROMPT_KEYS, seq - key)  # none past the prompt's end
+        add_weighted_values(
+            outputs, weights, corrections, values, qkv_stride, keys_here, head_dim
+        )
     for r in range(rows):
         var out = dest + (first + r) * dest_stride
         var inverse = 1 / running_sum[r]
@@ -858,8 +864,8 @@ def add_weighted_values(
 ):
     """outputs[r] = outputs[r] * corrections[r] + the sum over j < keys of
     weights[r, j] * values[j], for the block's PROMPT_ROWS rows ([r, head_dim]
-    outputs, [r, PROMPT_KEYS] weights). Four rows by four vectors of head_dim at a
-    time: each value vector loaded feeds four rows' sums."""
+    outputs, [r, PROMPT_KEYS] weights). Four rows by four vectors of
+    head_dim at a time: each value vector loaded feeds four rows' sums."""
     comptime CHUNK = VALUE_VECTORS * WIDTH
     var chunk_end = head_dim - head_dim % CHUNK
     comptime for r0 in range(0, PROMPT_ROWS, VALUE_ROWS):
@@ -879,7 +885,8 @@ def add_weighted_values(
                 comptime for c in range(VALUE_VECTORS):
                     var out = outputs + (r0 + g) * head_dim + d0 + c * WIDTH
                     out.store(sums[g * VALUE_VECTORS + c])
-    # What is left of head_dim (none for GPT-2's 64), a value at a time.
+    # What is left of head_dim (none for GPT-2's 64 with 8 or 16 lanes), a
+    # value at a time.
     for r in range(PROMPT_ROWS):
         for d in range(chunk_end, head_dim):
             var total = outputs[r * head_dim + d] * corrections[r]
