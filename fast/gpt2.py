@@ -118,9 +118,9 @@ class FastGPT2(MaxGPT2LMHeadModel):
             attention = block.attn
             heads, head_dim = attention.num_heads, attention.head_dim
             qkv = self._linear(attention.c_attn, _layer_norm(block.ln_1, hidden_states))
-            _, key, value = (
+            key, value = (
                 attention._split_heads(part, heads, head_dim)
-                for part in F.split(qkv, [attention.embed_dim] * 3, axis=-1)
+                for part in F.split(qkv, [attention.embed_dim] * 3, axis=-1)[1:]
             )
             # The caches as graph buffers: the kernel writes into them.
             cache = [key_cache.__buffervalue__(), value_cache.__buffervalue__()]

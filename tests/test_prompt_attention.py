@@ -9,32 +9,11 @@ import numpy as np
 import pytest
 
 from common import max_runtime
+from devtools.bench import profile
 
 max_runtime.prepare()
 
 SHAPES = [(1, 1), (1, 7), (2, 16), (1, 17), (2, 33), (1, 70)]  # (batch, seq)
-
-
-def attention_graph(embed: int):
-    """A compiled graph of the kernel alone: qkv [batch, seq, 3 * embed] and
-    the number of heads in, [batch, seq, embed] out."""
-    from max.driver import CPU
-    from max.dtype import DType
-    from max.engine import InferenceSession
-    from max.graph import DeviceRef, Graph, TensorType, ops
-
-    from fast.gpt2 import KERNELS
-
-    cpu = DeviceRef.CPU()
-    inputs = [
-        TensorType(DType.float32, ["batch", "seq", 3 * embed], device=cpu),
-        TensorType(DType.int64, [1], device=cpu),
-    ]
-    with Graph("prompt_attention", input_types=inputs, custom_extensions=[KERNELS]) as graph:
-        qkv, heads = graph.inputs
-        out_type = TensorType(DType.float32, [qkv.shape[0], qkv.shape[1], embed], device=cpu)
-        graph.output(ops.custom("gpt2_prompt_attention", cpu, [qkv, heads], [out_type])[0])
-    return InferenceSession(devices=[CPU()]).load(graph)
 
 
 def numpy_attention(qkv: np.ndarray, heads: int) -> np.ndarray:
@@ -64,7 +43,7 @@ def run(graph, qkv: np.ndarray, heads: int) -> np.ndarray:
 
 @pytest.mark.parametrize(("heads", "head_dim"), [(12, 64), (3, 20), (2, 5)])
 def test_the_prompt_attention_kernel_is_causal_attention(heads: int, head_dim: int) -> None:
-    graph = attention_graph(heads * head_dim)
+    graph = profile.prompt_attention_graph(heads * head_dim)
     rng = np.random.default_rng(head_dim)
     for batch, seq in SHAPES:
         # Scores of a few units, as a trained model's: the softmax is not flat.
@@ -76,7 +55,7 @@ def test_the_prompt_attention_kernel_is_causal_attention(heads: int, head_dim: i
 
 
 def test_the_prompt_attention_kernel_refuses_heads_that_do_not_divide_the_width() -> None:
-    graph = attention_graph(12)
+    graph = profile.prompt_attention_graph(12)
     qkv = np.zeros((1, 4, 36), dtype=np.float32)
     with pytest.raises(Exception, match="embed a multiple of heads"):
         run(graph, qkv, 5)
@@ -90,15 +69,12 @@ def test_the_profile_times_the_kernel_against_maxs_operations_that_agree_with_it
     at every length (here one, the graphs' own)."""
     from max.driver import Buffer
 
-    from devtools.bench import profile
-
-    graphs = profile.attention_graphs(40, heads=4, embed=32)
+    graph = profile.max_ops_attention_graph(40, heads=4, embed=32)
     qkv = np.random.default_rng(1).standard_normal((1, 40, 96)).astype(np.float32)
-    (max_ops,) = graphs["max_ops"].execute(Buffer.from_numpy(qkv))
+    (max_ops,) = graph.execute(Buffer.from_numpy(qkv))
     np.testing.assert_allclose(max_ops.to_numpy(), numpy_attention(qkv, 4), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(
-        run(graphs["our_kernel"], qkv, 4), max_ops.to_numpy(), rtol=1e-5, atol=1e-5
-    )
+    kernel = profile.prompt_attention_graph(32)
+    np.testing.assert_allclose(run(kernel, qkv, 4), max_ops.to_numpy(), rtol=1e-5, atol=1e-5)
     monkeypatch.setattr(profile, "PROMPT_LENGTHS", (40,))
     timed = profile.attention_profile({"n_head": 4, "n_embd": 32}, "bfloat16", repeats=1)
     assert set(timed["milliseconds"]) == {40}

@@ -242,14 +242,15 @@ def attention_profile(config: dict, dtype_name: str, repeats: int = 15) -> dict:
     heads, embed = config["n_head"], config["n_embd"]
     torch_dtype = torch.bfloat16 if dtype_name == "bfloat16" else torch.float32
     generator = torch.Generator().manual_seed(0)
+    kernel = prompt_attention_graph(embed)  # one graph for every length
     per_length = {}
     for seq in PROMPT_LENGTHS:
-        graphs = attention_graphs(seq, heads, embed)
+        max_ops = max_ops_attention_graph(seq, heads, embed)
         qkv = torch.randn(1, seq, 3 * embed, generator=generator)
         buffers = [Buffer.from_dlpack(qkv), Buffer.from_dlpack(torch.tensor([heads]))]
         ways = {
-            "max_ops": lambda g=graphs["max_ops"], b=buffers: g.execute(b[0]),
-            "our_kernel": lambda g=graphs["our_kernel"], b=buffers: g.execute(*b),
+            "max_ops": lambda g=max_ops, b=buffers: g.execute(b[0]),
+            "our_kernel": lambda b=buffers: kernel.execute(*b),
         }
         parts = qkv.to(torch_dtype).view(1, seq, 3, heads, embed // heads).permute(2, 0, 3, 1, 4)
 
@@ -264,10 +265,10 @@ def attention_profile(config: dict, dtype_name: str, repeats: int = 15) -> dict:
     return dict(heads=heads, head_dim=embed // heads, dtype=dtype_name, milliseconds=per_length)
 
 
-def attention_graphs(seq: int, heads: int, embed: int) -> dict:
-    """attention_profile's two compiled graphs for a prompt of `seq` tokens:
-    MAX's operations (qkv in) and our kernel (qkv and the number of heads in)."""
-    import numpy as np
+def prompt_attention_graph(embed: int):
+    """Our kernel gpt2_prompt_attention alone, compiled: qkv [batch, seq,
+    3 * embed] and the number of heads in, [batch, seq, embed] out (batch
+    and seq symbolic: one graph for every prompt)."""
     from max.driver import CPU
     from max.dtype import DType
     from max.engine import InferenceSession
@@ -276,10 +277,30 @@ def attention_graphs(seq: int, heads: int, embed: int) -> dict:
     from fast.gpt2 import KERNELS
 
     cpu = DeviceRef.CPU()
-    qkv_type = TensorType(DType.float32, [1, seq, 3 * embed], device=cpu)
-    out_type = TensorType(DType.float32, [1, seq, embed], device=cpu)
+    inputs = [
+        TensorType(DType.float32, ["batch", "seq", 3 * embed], device=cpu),
+        TensorType(DType.int64, [1], device=cpu),
+    ]
+    with Graph("prompt_attention", input_types=inputs, custom_extensions=[KERNELS]) as graph:
+        qkv, heads = graph.inputs
+        out_type = TensorType(DType.float32, [qkv.shape[0], qkv.shape[1], embed], device=cpu)
+        graph.output(ops.custom("gpt2_prompt_attention", cpu, [qkv, heads], [out_type])[0])
+    return InferenceSession(devices=[CPU()]).load(graph)
+
+
+def max_ops_attention_graph(seq: int, heads: int, embed: int):
+    """A prompt's attention of `seq` tokens as MAX's operations, compiled, as
+    the prompt's graph had it before our kernel: qkv [1, seq, 3 * embed] in,
+    [1, seq, embed] out."""
+    import numpy as np
+    from max.driver import CPU
+    from max.dtype import DType
+    from max.engine import InferenceSession
+    from max.graph import DeviceRef, Graph, TensorType, ops
+
+    cpu = DeviceRef.CPU()
     head_dim = embed // heads
-    session = InferenceSession(devices=[CPU()])
+    qkv_type = TensorType(DType.float32, [1, seq, 3 * embed], device=cpu)
     with Graph("max_ops", input_types=[qkv_type]) as graph:
         qkv = graph.inputs[0].tensor
         query, key, value = (
@@ -290,11 +311,4 @@ def attention_graphs(seq: int, heads: int, embed: int) -> dict:
         mask = np.triu(np.full((seq, seq), -np.inf, dtype=np.float32), 1)
         weights = ops.softmax(scores + ops.constant(mask, DType.float32, device=cpu))
         graph.output(ops.reshape(ops.transpose(weights @ value, 1, 2), [1, seq, embed]))
-    graphs = {"max_ops": session.load(graph)}
-    heads_type = TensorType(DType.int64, [1], device=cpu)
-    with Graph(
-        "our_kernel", input_types=[qkv_type, heads_type], custom_extensions=[KERNELS]
-    ) as graph:
-        graph.output(ops.custom("gpt2_prompt_attention", cpu, list(graph.inputs), [out_type])[0])
-    graphs["our_kernel"] = session.load(graph)
-    return graphs
+    return InferenceSession(devices=[CPU()]).load(graph)
