@@ -53,7 +53,7 @@ from common.steps import REPO
 EMULATED_CPU = "Haswell-v4"  # QEMU's Haswell: AVX2 and FMA, no AVX-512 (nor TSX)
 EXTENSION_CPU = "haswell"  # the Mojo extensions' target: AVX2 and FMA, no AVX-512
 DEFAULT_TESTS = "row_kernel or few_rows"
-EXPECTED = (False, 8)  # (bfloat16 dot products, float32 lanes a vector)
+EXPECTED = (False, 8, False)  # (bfloat16 dot products, float32 lanes a vector, AMX)
 
 BOOT = "import sys; from devtools.emulate_avx2 import emulated_main; sys.exit(emulated_main(sys.argv[1:]))"
 
@@ -135,11 +135,12 @@ def emulated_main(pytest_args: list[str]) -> int:
 
     from fast.gpt2 import kernels_built_for
 
-    bf16_dot, width = kernels_built_for()
+    bf16_dot, width, amx = kernels_built_for()
     print(
-        f"kernels built with bfloat16 dot products: {bf16_dot}, float32 lanes: {width}", flush=True
+        f"kernels built with bfloat16 dot products: {bf16_dot}, float32 lanes: {width}, AMX: {amx}",
+        flush=True,
     )
-    if (bf16_dot, width) != EXPECTED:
+    if (bf16_dot, width, amx) != EXPECTED:
         print("error: the emulated CPU is not AVX2 without AVX-512", file=sys.stderr)
         return 1
     selection = pytest_args or ["-k", DEFAULT_TESTS]

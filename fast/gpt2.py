@@ -229,19 +229,19 @@ def _layer_norm(norm, x: Tensor) -> Tensor:
 
 
 @functools.cache
-def kernels_built_for() -> tuple[bool, int]:
-    """(bfloat16 dot products, float32 lanes a vector) of our kernels as MAX
-    builds them for this CPU: AVX512_BF16's dot products or not, 16 lanes
-    with AVX-512, 8 with AVX2. Asked of the kernels (a one-op graph, once per
-    process): what the compiler enables can differ from what the CPU lists."""
+def kernels_built_for() -> tuple[bool, int, bool]:
+    """(AVX512_BF16's dot products, float32 lanes a vector: 16 with AVX-512,
+    8 with AVX2, a prompt's rows through AMX's tiles) of our kernels as MAX
+    builds them and this CPU runs them. Asked of the kernels (a one-op graph,
+    once per process): what the compiler enables can differ from the CPU."""
     from max.engine import InferenceSession
     from max.graph import DeviceRef, ops
 
     with Graph("built_for", input_types=[], custom_extensions=[KERNELS]) as graph:
-        facts_type = TensorType(DType.int32, [2], device=DeviceRef.CPU())
+        facts_type = TensorType(DType.int32, [3], device=DeviceRef.CPU())
         graph.output(ops.custom("gpt2_built_for", DeviceRef.CPU(), [], [facts_type])[0])
-    bf16_dot, width = InferenceSession(devices=[CPU()]).load(graph).execute()[0].to_numpy()
-    return bool(bf16_dot), int(width)
+    bf16_dot, width, amx = InferenceSession(devices=[CPU()]).load(graph).execute()[0].to_numpy()
+    return bool(bf16_dot), int(width), bool(amx)
 
 
 def _bias(layer: Linear, device, dtype: DType | None = None) -> Tensor:

@@ -37,7 +37,7 @@ def test_an_emulated_cpu_with_avx512_runs_no_test(
     from fast import gpt2
 
     ran = []
-    monkeypatch.setattr(gpt2, "kernels_built_for", lambda: (True, 16))
+    monkeypatch.setattr(gpt2, "kernels_built_for", lambda: (True, 16, False))
     monkeypatch.setattr(pytest, "main", lambda args: ran.append(args) or 0)
     assert emulate_avx2.emulated_main([]) == 1
     assert ran == [] and "not AVX2 without AVX-512" in capsys.readouterr().err

@@ -25,6 +25,10 @@ PROMPT = [5, 17, 3, 88, 41, 2, 9, 250, 77, 1]
 PROMPTS = [
     np.random.default_rng(seed).integers(0, 300, 3 + seed).tolist() for seed in range(0, 10, 1)
 ][:8]
+# From 32 rows on, a prompt's bfloat16 projections go through AMX's tiles on
+# a CPU that has them (the vector dot products' tiles elsewhere): 45 tokens
+# are a whole block of 32 rows and a block at the edge.
+LONG_PROMPT = np.random.default_rng(45).integers(0, 300, 45).tolist()
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +162,7 @@ BF16_AGREEMENT_FLOOR = 0.75
 
 def test_bfloat16_logits_are_close_to_float32(tutorial, fast_bf16) -> None:
     worst = 0.0
-    for prompt in PROMPTS:
+    for prompt in [*PROMPTS, LONG_PROMPT]:
         reference, bf16 = tutorial_logits(tutorial, prompt)[-1], fast_bf16.logits(prompt)
         spread = np.abs(reference - reference.mean()).max()
         error = np.abs(bf16 - reference).max() / spread
@@ -245,15 +249,21 @@ def test_the_generator_sets_maxs_polling_logger_aside(fast) -> None:
 def test_the_kernels_take_their_vector_width_from_the_cpu() -> None:
     """WIDTH is the target's float32 lanes, not a constant: 16 with AVX-512,
     8 with AVX2 (devtools.emulate_avx2 runs the kernels' tests on an emulated
-    one). The bfloat16 dot products are built only where the CPU has them."""
+    one). The bfloat16 dot products and AMX's tiles run where the CPU has
+    them, whatever model MAX built the kernels for: with AVX-512 the kernels
+    ask the CPU (cpuid), as /proc/cpuinfo does."""
     from devtools.bench.machine import cpu_flags
 
     flags = cpu_flags()
     if "avx2" not in flags:
         pytest.skip("not an x86-64 CPU with AVX2: no width to expect")
-    bf16_dot, width = fast_gpt2.kernels_built_for()
+    bf16_dot, width, amx = fast_gpt2.kernels_built_for()
     assert width == (16 if "avx512f" in flags else 8)
-    assert not bf16_dot or "avx512_bf16" in flags
+    if "avx512f" in flags:
+        assert bf16_dot == ("avx512_bf16" in flags)
+        assert amx == (bf16_dot and {"amx_bf16", "amx_tile"} <= flags)
+    else:
+        assert not bf16_dot and not amx
 
 
 # --- the row kernel on its own -------------------------------------------------
@@ -266,7 +276,12 @@ def test_the_kernels_take_their_vector_width_from_the_cpu() -> None:
 # of the cores' shares; the model tests' larger matrices, the head's 300 rows
 # among them, are cut into several.) Rows 1-9 cover the four-row blocks and
 # every remainder; 8 and more rows the bfloat16 kernel's tiles, 13 and 33
-# with rows left over.
+# with rows left over. From 32 rows on (33, and 137 below) a CPU with AMX
+# runs them through its tiles instead: blocks of 32 rows by 32 weight rows,
+# here a whole block stored straight to the output and blocks at its edges
+# (rows 32 on, weight rows 32-41) stored through a buffer; k in tiles of 32
+# with zeros past n_in. An even n_in (80) lays the weight rows out for the
+# tiles 16 pairs by 16 rows at a time, an odd one (37, 2085) pair by pair.
 ROW_COUNTS = [*range(1, 10), 13, 16, 33]
 # A prompt's shapes: n_in = 2085 is three slices of k for the bfloat16 tiles
 # (BF16_K_BLOCK = 1024), the last 37 long with a tail of 5 after its one
@@ -274,13 +289,16 @@ ROW_COUNTS = [*range(1, 10), 13, 16, 33]
 # 8 rows, and one row left over.
 LONG_N_IN, LONG_ROW_COUNTS = 2085, [1, 9, 137]
 # (weights' dtype, kernel): the float32 path, bfloat16 through the CPU's
-# bfloat16 dot products where it has them (the kernel the model calls), and
-# bfloat16 widened to float32 (what a CPU without them runs); and the widening
+# bfloat16 dot products where it has them (the kernel the model calls: AMX's
+# tiles from 32 rows where the CPU has them), through the vector dot products
+# alone (what a CPU with AVX512_BF16 and no AMX runs), and bfloat16 widened
+# to float32 (what a CPU without either runs); and the widening
 # code at 8 float32 lanes a vector, what a CPU with AVX2 and no AVX-512 runs
 # (gpt2_linear_rows_narrow; AVX-512 machines run 8-lane vectors too).
 ROW_KERNELS = [
     ("float32", "gpt2_linear_rows"),
     ("bfloat16", "gpt2_linear_rows"),
+    ("bfloat16", "gpt2_linear_rows_dot"),
     ("bfloat16", "gpt2_linear_rows_widening"),
     ("float32", "gpt2_linear_rows_narrow"),
     ("bfloat16", "gpt2_linear_rows_narrow"),
@@ -324,7 +342,7 @@ def check_row_kernel(graph, n_in: int, row_counts: list[int], dtype_name: str, k
         weight_buffer = Buffer.from_numpy(weight)
     dot_products = (
         dtype_name == "bfloat16"
-        and kernel == "gpt2_linear_rows"
+        and kernel in ("gpt2_linear_rows", "gpt2_linear_rows_dot")
         and fast_gpt2.kernels_built_for()[0]
     )
     for rows in row_counts:

@@ -69,11 +69,15 @@ def kernel_ops(dtype_name: str) -> dict[str, str]:
     """Our projection kernels worth timing for weights in `dtype_name`: the
     one the model calls and, for bfloat16 on a CPU with bfloat16 dot
     products (which the model's kernel uses), the widening path a CPU
-    without them takes."""
+    without them takes; on one with AMX too (which the model's kernel uses
+    from AMX_FROM rows), the vector dot products alone."""
     from fast.gpt2 import kernels_built_for
 
     ops = {"our_kernel": "gpt2_linear_rows"}
-    if dtype_name == "bfloat16" and kernels_built_for()[0]:
+    bf16_dot, _width, amx = kernels_built_for()
+    if dtype_name == "bfloat16" and amx:
+        ops["our_kernel_dot"] = "gpt2_linear_rows_dot"
+    if dtype_name == "bfloat16" and bf16_dot:
         ops["our_kernel_widening"] = "gpt2_linear_rows_widening"
     return ops
 

@@ -195,6 +195,7 @@ def format_profile(data: dict) -> str:
 PROJECTION_NAMES = {
     "max_matmul": "MAX's matmul (`x @ W.T`, one-op graph)",
     "our_kernel": "our kernel (`gpt2_linear_rows`, one-op graph)",
+    "our_kernel_dot": "our kernel, vector dot products only (`gpt2_linear_rows_dot`)",
     "our_kernel_widening": "our kernel, bfloat16 widened to float32 (`gpt2_linear_rows_widening`)",
     "torch_linear": "PyTorch's `linear`",
 }
@@ -203,6 +204,7 @@ ROWS_COLUMNS = {
     "max_matmul": "MAX's matmul",
     "torch_linear": "PyTorch",
     "our_kernel": "our kernel",
+    "our_kernel_dot": "our kernel, no AMX",
     "our_kernel_widening": "our kernel, widened",
 }
 

@@ -13,8 +13,9 @@ tiles; elsewhere they are widened to float32 in registers.
 from std.atomic import Atomic
 from std.ffi import c_int, external_call
 from std.math import ceildiv, exp, iota, sqrt, tanh
-from std.memory import alloc, stack_allocation
+from std.memory import alloc, bitcast, stack_allocation
 from std.sys.info import CompilationTarget, num_physical_cores, simd_width_of, size_of
+from std.sys._assembly import inlined_assembly
 from std.sys.intrinsics import llvm_intrinsic, prefetch
 from std.utils import IndexList
 from max.algorithm import parallelize
@@ -30,6 +31,17 @@ comptime WIDTH = simd_width_of[DType.float32]()
 # weights, where widening them to float32 first takes two loads, two
 # conversions and two FMAs.
 comptime HAS_BF16_DOT = CompilationTarget._has_feature["avx512bf16"]()
+# MAX builds for the CPU its model number names, with that model's features,
+# and a virtual machine's CPU can be named for an older model than it is: an
+# Intel Xeon with AVX512_BF16 and AMX announced as model 167 (Rocket Lake,
+# which has neither) got kernels without them. So on any x86 CPU with
+# AVX-512 (which every CPU with AVX512_BF16 or AMX has) the kernels also
+# carry both as inline assembly, and cpuid says at run time whether the CPU
+# runs them (cpu_has_bf16_dot, cpu_has_amx).
+comptime CAN_ASK_CPU = CompilationTarget._has_feature["avx512f"]() and CompilationTarget._has_feature[
+    "avx512vl"
+]()
+comptime BF16_DOT_BUILT = HAS_BF16_DOT or CAN_ASK_CPU
 comptime PAIRS = 32  # bfloat16 lanes one vdpbf16ps reads from each operand
 # Bytes of weights one load takes in a decoded token's streams (at most a
 # vector register's). AMD's Zen 4 executes a 512-bit vector as two 256-bit
@@ -72,9 +84,14 @@ def dot_pairs(
     b: SIMD[DType.bfloat16, PAIRS],
 ) -> SIMD[DType.float32, 16]:
     """sums[i] += a[2i] * b[2i] + a[2i + 1] * b[2i + 1] (vdpbf16ps)."""
-    return llvm_intrinsic["llvm.x86.avx512bf16.dpbf16ps.512", SIMD[DType.float32, 16]](
-        sums, a, b
-    )
+    comptime if HAS_BF16_DOT:
+        return llvm_intrinsic["llvm.x86.avx512bf16.dpbf16ps.512", SIMD[DType.float32, 16]](
+            sums, a, b
+        )
+    else:  # the same instruction, which the compiler's target lacks
+        return inlined_assembly[
+            "vdpbf16ps $3, $2, $0", SIMD[DType.float32, 16], constraints="=v,0,v,v", has_side_effect=False
+        ](sums, bitcast[DType.float32, 16](a), bitcast[DType.float32, 16](b))
 
 
 @always_inline
@@ -85,9 +102,62 @@ def dot_read_pairs(
 ) -> SIMD[DType.float32, READ_PAIRS // 2]:
     """dot_pairs on READ_BYTES of each operand: vdpbf16ps on 256-bit registers."""
     comptime assert READ_BYTES == 32, "a 32-byte vdpbf16ps"
-    return llvm_intrinsic["llvm.x86.avx512bf16.dpbf16ps.256", SIMD[DType.float32, 8]](
-        sums, a, b
-    )
+    comptime if HAS_BF16_DOT:
+        return llvm_intrinsic["llvm.x86.avx512bf16.dpbf16ps.256", SIMD[DType.float32, 8]](
+            sums, a, b
+        )
+    else:
+        return inlined_assembly[
+            "vdpbf16ps $3, $2, $0", SIMD[DType.float32, 8], constraints="=v,0,v,v", has_side_effect=False
+        ](sums, bitcast[DType.float32, 8](a), bitcast[DType.float32, 8](b))
+
+
+def cpuid_7_eax_1() -> UInt32:
+    """eax of cpuid leaf 7, subleaf 1 (bit 5: AVX512_BF16)."""
+    return inlined_assembly[
+        "movl $$7, %eax; movl $$1, %ecx; cpuid", UInt32, constraints="={eax},~{ebx},~{ecx},~{edx}"
+    ]()
+
+
+def cpuid_7_edx_0() -> UInt32:
+    """edx of cpuid leaf 7, subleaf 0 (bit 22: AMX-BF16, bit 24: AMX-TILE)."""
+    return inlined_assembly[
+        "movl $$7, %eax; xorl %ecx, %ecx; cpuid", UInt32, constraints="={edx},~{eax},~{ebx},~{ecx}"
+    ]()
+
+
+def cpu_has_bf16_dot() -> Bool:
+    """Whether the kernels multiply bfloat16 weights as they are: built for
+    a target with AVX512_BF16, or built with AVX-512 for one whose CPU,
+    asked now, has it."""
+    comptime if HAS_BF16_DOT:
+        return True
+    elif CAN_ASK_CPU:
+        return (cpuid_7_eax_1() >> 5) & 1 == 1
+    else:
+        return False
+
+
+comptime ARCH_REQ_XCOMP_PERM = 0x1023  # arch_prctl: ask for a state component
+comptime XFEATURE_XTILEDATA = 18  # the AMX tiles' state
+comptime SYS_ARCH_PRCTL = 158
+
+
+def cpu_has_amx() -> Bool:
+    """Whether this process may run AMX's bfloat16 tiles: the CPU has them
+    (cpuid) and Linux gave this process their state, which it asks for here
+    (once per process would do; again costs one system call). Without that,
+    the first tile instruction kills the process."""
+    comptime if CAN_ASK_CPU:
+        var edx = cpuid_7_edx_0()
+        if (edx >> 22) & 1 == 0 or (edx >> 24) & 1 == 0:
+            return False
+        var granted = external_call["syscall", Int](
+            SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA
+        )
+        return granted == 0
+    else:
+        return False
 
 
 def read_lanes[dtype: DType]() -> Int:
@@ -132,7 +202,7 @@ def dot_widening[
 def dot_bf16(
     w_row: UnsafePointer[BFloat16, _], x_row: UnsafePointer[BFloat16, _], n_in: Int
 ) -> Float32:
-    """w_row . x_row through vdpbf16ps (only where HAS_BF16_DOT): two sums
+    """w_row . x_row through vdpbf16ps (only where cpu_has_bf16_dot): two sums
     over alternate 64-byte chunks, the tail widened."""
     var dot_end = n_in - n_in % PAIRS
     var even = SIMD[DType.float32, 16](0)
@@ -190,7 +260,7 @@ def dot_bf16_streams[
     n_in: Int,
 ) -> SIMD[DType.float32, streams]:
     """(w_first + s * stride) . x_row for each s < streams, at once (only where
-    HAS_BF16_DOT): weight rows far apart in memory streamed side by side, so
+    cpu_has_bf16_dot): weight rows far apart in memory streamed side by side, so
     that `streams` reads are in flight instead of one, READ_BYTES a load."""
     var dot_end = n_in - n_in % READ_PAIRS
     var sums = stack_allocation[streams, SIMD[DType.float32, READ_PAIRS // 2]]()
@@ -274,10 +344,38 @@ struct LinearRows:
         weight: InputTensor[rank=2, ...],
         bias: InputTensor[dtype = DType.float32, rank=1, ...],
     ) raises:
-        comptime if weight.dtype == DType.bfloat16 and HAS_BF16_DOT:
-            linear_rows_bf16_dot(output, x, weight, bias)
+        comptime if weight.dtype == DType.bfloat16 and BF16_DOT_BUILT:
+            if not cpu_has_bf16_dot():
+                linear_rows_widening(output, x, weight, bias)
+            elif x.dim_size(0) >= AMX_FROM and cpu_has_amx():
+                linear_rows_amx(output, x, weight, bias)
+            else:
+                linear_rows_bf16_dot(output, x, weight, bias)
         else:
             linear_rows_widening(output, x, weight, bias)
+
+
+@extensibility.register("gpt2_linear_rows_dot")
+struct LinearRowsDot:
+    """gpt2_linear_rows with bfloat16 weights through the vector dot
+    products (vdpbf16ps) for every row count, never AMX's tiles: the path of
+    a CPU with AVX512_BF16 and no AMX, for the tests and the profile on one
+    that has both. Widens where the CPU has neither."""
+
+    @staticmethod
+    def execute[
+        target: StaticString
+    ](
+        output: OutputTensor[dtype = DType.float32, rank=2, ...],
+        x: InputTensor[dtype = DType.float32, rank=2, ...],
+        weight: InputTensor[rank=2, ...],
+        bias: InputTensor[dtype = DType.float32, rank=1, ...],
+    ) raises:
+        comptime if weight.dtype == DType.bfloat16 and BF16_DOT_BUILT:
+            if cpu_has_bf16_dot():
+                linear_rows_bf16_dot(output, x, weight, bias)
+                return
+        linear_rows_widening(output, x, weight, bias)
 
 
 @extensibility.register("gpt2_linear_rows_widening")
@@ -318,15 +416,18 @@ struct LinearRowsNarrow:
 
 @extensibility.register("gpt2_built_for")
 struct BuiltFor:
-    """[1 if these kernels were built with AVX512_BF16's dot products else 0,
-    WIDTH]: whether gpt2_linear_rows multiplies bfloat16 weights as they are,
-    and how many float32 lanes a vector holds, as the compiler that built
-    them, not /proc/cpuinfo, decides."""
+    """[bfloat16 dot products, WIDTH, AMX], 1 or 0 but WIDTH: whether
+    gpt2_linear_rows multiplies bfloat16 weights as they are, how many
+    float32 lanes a vector holds, and whether a prompt's rows go through
+    AMX's tiles, as the compiler that built the kernels and the CPU running
+    them decide."""
 
     @staticmethod
     def execute[target: StaticString](output: OutputTensor[dtype = DType.int32, rank=1, ...]):
-        output.unsafe_ptr()[0] = 1 if HAS_BF16_DOT else 0
+        var bf16_dot = BF16_DOT_BUILT and cpu_has_bf16_dot()
+        output.unsafe_ptr()[0] = 1 if bf16_dot else 0
         output.unsafe_ptr()[1] = Int32(WIDTH)
+        output.unsafe_ptr()[2] = 1 if bf16_dot and cpu_has_amx() else 0
 
 
 def contiguous_weight(weight: InputTensor[rank=2, ...]) raises:
@@ -488,6 +589,69 @@ def tile_dots(
     return tile_totals(sums)
 
 
+@always_inline
+def rounded_to_bf16(v: SIMD[DType.float32, WIDTH]) -> SIMD[DType.bfloat16, WIDTH]:
+    """v rounded to bfloat16 (to the nearest, ties to even), on a CPU with
+    AVX512_BF16 (the only callers'): its vcvtneps2bf16 where the compiler's
+    target lacks it, which would otherwise round with a dozen integer
+    operations a lane."""
+    comptime if HAS_BF16_DOT or not CAN_ASK_CPU:
+        return v.cast[DType.bfloat16]()
+    else:
+        comptime assert WIDTH == 16, "AVX-512's 16 float32 lanes"
+        var bits = inlined_assembly[
+            "vcvtneps2bf16 $1, $0",
+            SIMD[DType.int16, WIDTH],
+            constraints="=v,v",
+            has_side_effect=False,
+        ](v)
+        return bitcast[DType.bfloat16, WIDTH](bits)
+
+
+def rounded_rows(
+    x: InputTensor[dtype = DType.float32, rank=2, ...], rows_out: Int, row_length: Int
+) -> UnsafePointer[BFloat16, MutUntrackedOrigin]:
+    """x rounded to bfloat16, contiguous: [rows_out, row_length], zeros past
+    x's own rows and columns (the AMX tiles' padding), on a CPU with
+    AVX512_BF16. The caller frees it."""
+    var rows = x.dim_size(0)
+    var n_in = x.dim_size(1)
+    var x_rows = alloc[BFloat16](rows_out * row_length)
+    var x_strides = x.strides()
+    var x_in = x.unsafe_ptr()
+    var vector_end = n_in - n_in % WIDTH
+
+    def round_rows(m_first: Int, m_last: Int) {var}:
+        for m in range(m_first, m_last):
+            var row_out = x_rows + m * row_length
+            var k = 0
+            if m < rows:
+                var row_in = x_in + m * x_strides[0]
+                if x_strides[1] == 1:
+                    while k < vector_end:
+                        (row_out + k).store(rounded_to_bf16((row_in + k).load[width=WIDTH]()))
+                        k += WIDTH
+                while k < n_in:
+                    row_out[k] = row_in[k * x_strides[1]].cast[DType.bfloat16]()
+                    k += 1
+            while k < row_length:
+                row_out[k] = 0
+                k += 1
+
+    var workers = num_physical_cores()
+    # A prompt's x is megabytes: every core rounds its share.
+    if rows_out * row_length >= ROUND_IN_PARALLEL_FROM:
+
+        def round_share(index: Int) {var}:
+            var share = ceildiv(rows_out, workers)
+            round_rows(index * share, min((index + 1) * share, rows_out))
+
+        parallelize(round_share, workers)
+    else:
+        round_rows(0, rows_out)
+    return x_rows
+
+
 def linear_rows_bf16_dot(
     output: OutputTensor[dtype = DType.float32, rank=2, ...],
     x: InputTensor[dtype = DType.float32, rank=2, ...],
@@ -506,35 +670,8 @@ def linear_rows_bf16_dot(
     var n_out = weight.dim_size(0)
     var n_in = weight.dim_size(1)
     contiguous_weight(weight)
-    var x_rows = alloc[BFloat16](rows * n_in)
-    var x_strides = x.strides()
-    var x_in = x.unsafe_ptr()
-    var vector_end = n_in - n_in % WIDTH
-
-    def round_rows(m_first: Int, m_last: Int) {var}:
-        for m in range(m_first, m_last):
-            var row_in = x_in + m * x_strides[0]
-            var row_out = x_rows + m * n_in
-            var k = 0
-            if x_strides[1] == 1:
-                while k < vector_end:
-                    (row_out + k).store((row_in + k).load[width=WIDTH]().cast[DType.bfloat16]())
-                    k += WIDTH
-            while k < n_in:
-                row_out[k] = row_in[k * x_strides[1]].cast[DType.bfloat16]()
-                k += 1
-
+    var x_rows = rounded_rows(x, rows, n_in)
     var workers = num_physical_cores()
-    # A prompt's x is megabytes: every core rounds its share.
-    if rows * n_in >= ROUND_IN_PARALLEL_FROM:
-
-        def round_share(index: Int) {var}:
-            var share = ceildiv(rows, workers)
-            round_rows(index * share, min((index + 1) * share, rows))
-
-        parallelize(round_share, workers)
-    else:
-        round_rows(0, rows)
     var out_strides = output.strides()
     var w_ptr = weight.unsafe_ptr().bitcast[BFloat16]()
     var x_ptr = x_rows
@@ -622,6 +759,233 @@ def linear_rows_bf16_dot(
 
     parallelize(worker, workers)
     claims.free()
+    x_rows.free()
+
+
+# --- AMX: a prompt's rows through Intel's tile registers ---------------------
+# AMX (Sapphire Rapids and later) has eight tile registers of 16 rows by 64
+# bytes, and tdpbf16ps, which adds the products of a tile of 16 rows of 32
+# bfloat16 (x's rows) and a tile of 16 weight rows' 32 bfloat16 (laid out as
+# 16 rows of their 16 pairs, pack_panel) into a tile of 16 by 16 float32
+# sums: 8192 multiply-adds in one instruction, 256 times vdpbf16ps's 32.
+# The tiles are named in the instructions, so the kernel writes them as
+# inline assembly: tmm0-3 hold a block's 32 by 32 sums, tmm4-5 two tiles of
+# x's rows, tmm6-7 two tiles of weight rows.
+comptime AMX_ROWS = 16  # rows of a tile: 16 float32 or 32 bfloat16 each
+comptime AMX_BLOCK = 2 * AMX_ROWS  # x's rows, and weight rows, of a block
+comptime AMX_ROW_BYTES = 64
+comptime AMX_FROM = 32  # rows of x from which the tiles run
+comptime AMX_GROUPS = 4  # groups of 32 weight rows laid out at a time
+
+
+@always_inline
+def configure_tiles():
+    """Every tile 16 rows of 64 bytes (palette 1), for this thread."""
+    var config = stack_allocation[64, UInt8, alignment=64]()
+    for i in range(64):
+        config[i] = 0
+    config[0] = 1  # the palette
+    for tile in range(8):
+        config.bitcast[UInt16]()[8 + tile] = AMX_ROW_BYTES  # bytes 16-31
+        config[48 + tile] = AMX_ROWS
+    inlined_assembly["ldtilecfg ($0)", NoneType, constraints="r,~{memory}"](Int(config))
+
+
+@always_inline
+def release_tiles():
+    inlined_assembly["tilerelease", NoneType, constraints="~{memory}"]()
+
+
+@always_inline
+def tiles_from_bias(bias: UnsafePointer[Float32, _]):
+    """A block's sums start as the bias: every row of tmm0 and tmm2 is
+    bias[0:16], of tmm1 and tmm3 bias[16:32] (loads with a stride of 0)."""
+    inlined_assembly[
+        "tileloadd ($0,$2,1), %tmm0; tileloadd ($1,$2,1), %tmm1;"
+        " tileloadd ($0,$2,1), %tmm2; tileloadd ($1,$2,1), %tmm3",
+        NoneType,
+        constraints="r,r,r,~{memory}",
+    ](Int(bias), Int(bias + AMX_ROWS), 0)
+
+
+@always_inline
+def tiles_add_products(
+    x_top: UnsafePointer[BFloat16, _],
+    x_bottom: UnsafePointer[BFloat16, _],
+    x_stride: Int,
+    w_left: UnsafePointer[BFloat16, _],
+    w_right: UnsafePointer[BFloat16, _],
+):
+    """One step of 32 k: x's two tiles of rows (x_stride bytes apart) and
+    the two panels' tiles, four products into the four tiles of sums."""
+    inlined_assembly[
+        "tileloadd ($0,$2,1), %tmm4; tileloadd ($3,$5,1), %tmm6;"
+        " tdpbf16ps %tmm6, %tmm4, %tmm0; tileloadd ($4,$5,1), %tmm7;"
+        " tdpbf16ps %tmm7, %tmm4, %tmm1; tileloadd ($1,$2,1), %tmm5;"
+        " tdpbf16ps %tmm6, %tmm5, %tmm2; tdpbf16ps %tmm7, %tmm5, %tmm3",
+        NoneType,
+        constraints="r,r,r,r,r,r,~{memory}",
+    ](Int(x_top), Int(x_bottom), x_stride, Int(w_left), Int(w_right), AMX_ROW_BYTES)
+
+
+@always_inline
+def tiles_store(sums: UnsafePointer[mut=True, Float32, _], row_stride: Int):
+    """The block's 32 by 32 sums to sums[i * row_stride + j] (in floats)."""
+    var lower = sums + AMX_ROWS * row_stride
+    inlined_assembly[
+        "tilestored %tmm0, ($0,$4,1); tilestored %tmm1, ($1,$4,1);"
+        " tilestored %tmm2, ($2,$4,1); tilestored %tmm3, ($3,$4,1)",
+        NoneType,
+        constraints="r,r,r,r,r,~{memory}",
+    ](
+        Int(sums),
+        Int(sums + AMX_ROWS),
+        Int(lower),
+        Int(lower + AMX_ROWS),
+        row_stride * size_of[Float32](),
+    )
+
+
+@always_inline
+def transpose_16(v: UnsafePointer[mut=True, SIMD[DType.uint32, AMX_ROWS], _]):
+    """v's 16 vectors of 16 lanes transposed in place. Each round interleaves
+    vector i with vector i + 8, which moves lane c of vector r to the place
+    whose index (4 bits of r, then 4 of c) is the old one rotated by one
+    bit; four rounds rotate it by four: c's bits first, the transpose."""
+    var t = stack_allocation[AMX_ROWS, SIMD[DType.uint32, AMX_ROWS]]()
+    comptime for _round in range(4):
+        comptime for i in range(AMX_ROWS // 2):
+            var both = v[i].interleave(v[i + AMX_ROWS // 2])
+            t[2 * i] = both.slice[AMX_ROWS, offset=0]()
+            t[2 * i + 1] = both.slice[AMX_ROWS, offset=AMX_ROWS]()
+        comptime for i in range(AMX_ROWS):
+            v[i] = t[i]
+
+
+def pack_panel(
+    w: UnsafePointer[BFloat16, _],
+    n_out: Int,
+    n_in: Int,
+    n_first: Int,
+    pairs: Int,
+    panel: UnsafePointer[mut=True, BFloat16, _],
+):
+    """Weight rows [n_first, n_first + 16) as tdpbf16ps takes its second
+    operand: row r of the panel holds the pair k = 2r, 2r + 1 of each of the
+    16 weight rows in turn, for r < pairs; zeros past the weight's edges."""
+    var r = 0
+    if n_in % 2 == 0 and n_first + AMX_ROWS <= n_out:
+        # 16 pairs of 16 rows at a time, each pair a 32-bit lane.
+        var row_pairs = n_in // 2
+        var w_pairs = w.bitcast[UInt32]()
+        var panel_pairs = panel.bitcast[UInt32]()
+        var v = stack_allocation[AMX_ROWS, SIMD[DType.uint32, AMX_ROWS]]()
+        while r + AMX_ROWS <= row_pairs:
+            comptime for j in range(AMX_ROWS):
+                v[j] = (w_pairs + (n_first + j) * row_pairs + r).load[width=AMX_ROWS]()
+            transpose_16(v)
+            comptime for i in range(AMX_ROWS):
+                (panel_pairs + (r + i) * AMX_ROWS).store(v[i])
+            r += AMX_ROWS
+    for pair in range(r, pairs):
+        for j in range(AMX_ROWS):
+            comptime for half in range(2):
+                var k = 2 * pair + half
+                var value = BFloat16(0)
+                if n_first + j < n_out and k < n_in:
+                    value = w[(n_first + j) * n_in + k]
+                panel[(pair * AMX_ROWS + j) * 2 + half] = value
+
+
+def linear_rows_amx(
+    output: OutputTensor[dtype = DType.float32, rank=2, ...],
+    x: InputTensor[dtype = DType.float32, rank=2, ...],
+    weight: InputTensor[rank=2, ...],
+    bias: InputTensor[dtype = DType.float32, rank=1, ...],
+) raises:
+    """bfloat16 weights through AMX's tiles, for a prompt's many rows.
+
+    x is rounded to bfloat16 once, with zeros to whole blocks of 32 rows and
+    whole tiles of 32 k. Each core claims 32 weight rows at a time, lays
+    them out as the tiles take them (pack_panel, once per call), and runs
+    every block of 32 rows of x against them: four tiles of sums, which
+    start as the bias and go to the output in four stores."""
+    var rows = x.dim_size(0)
+    var n_out = weight.dim_size(0)
+    var n_in = weight.dim_size(1)
+    contiguous_weight(weight)
+    var padded_rows = ceildiv(rows, AMX_BLOCK) * AMX_BLOCK
+    var padded_k = ceildiv(n_in, PAIRS) * PAIRS
+    var x_rows = rounded_rows(x, padded_rows, padded_k)
+    var groups = ceildiv(n_out, AMX_BLOCK)
+    var padded_bias = alloc[Float32](groups * AMX_BLOCK)
+    var b_ptr = bias.unsafe_ptr()
+    var b_stride = bias.strides()[0]
+    for n in range(groups * AMX_BLOCK):
+        padded_bias[n] = b_ptr[n * b_stride] if n < n_out else 0
+    var out_strides = output.strides()
+    var out_ptr = output.unsafe_ptr()
+    var w_ptr = weight.unsafe_ptr().bitcast[BFloat16]()
+    var claims = new_counters(1)
+    var workers = num_physical_cores()
+
+    @always_inline
+    def block(m: Int, n_first: Int, panels: type_of(x_rows), edge: UnsafePointer[mut=True, Float32, _]) {var}:
+        """The 32 by 32 outputs of x's rows from m and weight rows from
+        n_first, whose two panels start at `panels`."""
+        var right_panel = panels + AMX_ROWS * padded_k
+        tiles_from_bias(padded_bias + n_first)
+        var x_top = x_rows + m * padded_k
+        for k in range(0, padded_k, PAIRS):
+            tiles_add_products(
+                x_top + k,
+                x_top + AMX_ROWS * padded_k + k,
+                padded_k * size_of[BFloat16](),
+                panels + k * AMX_ROWS,
+                right_panel + k * AMX_ROWS,
+            )
+        var inside = m + AMX_BLOCK <= rows and n_first + AMX_BLOCK <= n_out
+        if inside and out_strides[1] == 1:
+            tiles_store(out_ptr + m * out_strides[0] + n_first, out_strides[0])
+            return
+        # At the output's edges: through `edge`, then the rows and columns
+        # inside the output to it.
+        tiles_store(edge, AMX_BLOCK)
+        for i in range(min(AMX_BLOCK, rows - m)):
+            for j in range(min(AMX_BLOCK, n_out - n_first)):
+                var at = (m + i) * out_strides[0] + (n_first + j) * out_strides[1]
+                out_ptr[at] = edge[i * AMX_BLOCK + j]
+
+    var panel_elements = AMX_BLOCK * padded_k  # two panels, one group's
+
+    def worker(index: Int) {var}:
+        configure_tiles()
+        var panels = alloc[BFloat16](AMX_GROUPS * panel_elements)
+        var edge = stack_allocation[AMX_BLOCK * AMX_BLOCK, Float32]()
+        var span = claim(claims, 0, groups, 1, workers)
+        while span[0] < span[1]:
+            # AMX_GROUPS groups' panels at a time against each block of x's
+            # rows in turn, so that x's block is read from memory once for
+            # all of them and stays in the L2 cache while they go by.
+            for first_group in range(span[0], span[1], AMX_GROUPS):
+                var last_group = min(first_group + AMX_GROUPS, span[1])
+                for group in range(first_group, last_group):
+                    var at = panels + (group - first_group) * panel_elements
+                    var n_first = group * AMX_BLOCK
+                    pack_panel(w_ptr, n_out, n_in, n_first, padded_k // 2, at)
+                    var right = at + AMX_ROWS * padded_k
+                    pack_panel(w_ptr, n_out, n_in, n_first + AMX_ROWS, padded_k // 2, right)
+                for m in range(0, padded_rows, AMX_BLOCK):
+                    for group in range(first_group, last_group):
+                        var at = panels + (group - first_group) * panel_elements
+                        block(m, group * AMX_BLOCK, at, edge)
+            span = claim(claims, 0, groups, 1, workers)
+        panels.free()
+        release_tiles()
+
+    parallelize(worker, workers)
+    claims.free()
+    padded_bias.free()
     x_rows.free()
 
 
@@ -1456,7 +1820,13 @@ struct DecodeBlocks:
         first_layer: InputTensor[dtype = DType.int64, rank=1, ...],
         parameters: InputVariadicTensors[rank=2, ...],
     ) raises:
-        decode_blocks[HAS_BF16_DOT](
+        comptime if BF16_DOT_BUILT:
+            if cpu_has_bf16_dot():
+                decode_blocks[True](
+                    output, key_cache, value_cache, hidden, epsilon, start, first_layer, parameters
+                )
+                return
+        decode_blocks[False](
             output, key_cache, value_cache, hidden, epsilon, start, first_layer, parameters
         )
 
