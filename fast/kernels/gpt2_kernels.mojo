@@ -38,9 +38,8 @@ comptime HAS_BF16_DOT = CompilationTarget._has_feature["avx512bf16"]()
 # AVX-512 (which every CPU with AVX512_BF16 or AMX has) the kernels also
 # carry both as inline assembly, and cpuid says at run time whether the CPU
 # runs them (cpu_has_bf16_dot, cpu_has_amx).
-comptime CAN_ASK_CPU = CompilationTarget._has_feature["avx512f"]() and CompilationTarget._has_feature[
-    "avx512vl"
-]()
+comptime HAS_AVX512F = CompilationTarget._has_feature["avx512f"]()
+comptime CAN_ASK_CPU = HAS_AVX512F and CompilationTarget._has_feature["avx512vl"]()
 comptime BF16_DOT_BUILT = HAS_BF16_DOT or CAN_ASK_CPU
 comptime PAIRS = 32  # bfloat16 lanes one vdpbf16ps reads from each operand
 # Bytes of weights one load takes in a decoded token's streams (at most a
@@ -90,7 +89,10 @@ def dot_pairs(
         )
     else:  # the same instruction, which the compiler's target lacks
         return inlined_assembly[
-            "vdpbf16ps $3, $2, $0", SIMD[DType.float32, 16], constraints="=v,0,v,v", has_side_effect=False
+            "vdpbf16ps $3, $2, $0",
+            SIMD[DType.float32, 16],
+            constraints="=v,0,v,v",
+            has_side_effect=False,
         ](sums, bitcast[DType.float32, 16](a), bitcast[DType.float32, 16](b))
 
 
@@ -108,7 +110,10 @@ def dot_read_pairs(
         )
     else:
         return inlined_assembly[
-            "vdpbf16ps $3, $2, $0", SIMD[DType.float32, 8], constraints="=v,0,v,v", has_side_effect=False
+            "vdpbf16ps $3, $2, $0",
+            SIMD[DType.float32, 8],
+            constraints="=v,0,v,v",
+            has_side_effect=False,
         ](sums, bitcast[DType.float32, 8](a), bitcast[DType.float32, 8](b))
 
 
@@ -424,7 +429,7 @@ struct BuiltFor:
 
     @staticmethod
     def execute[target: StaticString](output: OutputTensor[dtype = DType.int32, rank=1, ...]):
-        var bf16_dot = BF16_DOT_BUILT and cpu_has_bf16_dot()
+        var bf16_dot = cpu_has_bf16_dot()
         output.unsafe_ptr()[0] = 1 if bf16_dot else 0
         output.unsafe_ptr()[1] = Int32(WIDTH)
         output.unsafe_ptr()[2] = 1 if bf16_dot and cpu_has_amx() else 0
@@ -906,7 +911,7 @@ def linear_rows_amx(
     """bfloat16 weights through AMX's tiles, for a prompt's many rows.
 
     x is rounded to bfloat16 once, with zeros to whole blocks of 32 rows and
-    whole tiles of 32 k. Each core claims 32 weight rows at a time, lays
+    whole tiles of 32 k. Each core claims groups of 32 weight rows, lays
     them out as the tiles take them (pack_panel, once per call), and runs
     every block of 32 rows of x against them: four tiles of sums, which
     start as the bias and go to the output in four stores."""
@@ -930,7 +935,9 @@ def linear_rows_amx(
     var workers = num_physical_cores()
 
     @always_inline
-    def block(m: Int, n_first: Int, panels: type_of(x_rows), edge: UnsafePointer[mut=True, Float32, _]) {var}:
+    def block(
+        m: Int, n_first: Int, panels: type_of(x_rows), edge: UnsafePointer[mut=True, Float32, _]
+    ) {var}:
         """The 32 by 32 outputs of x's rows from m and weight rows from
         n_first, whose two panels start at `panels`."""
         var right_panel = panels + AMX_ROWS * padded_k
