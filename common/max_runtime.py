@@ -6,12 +6,17 @@ Keep this the one place for workarounds about the MAX runtime itself.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import importlib.metadata
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Collection
+from pathlib import Path
 from types import FrameType
 from typing import TypeVar
 
@@ -104,6 +109,46 @@ def kernel_cache_is_warm() -> bool:
         return bool(gc_compile.provisioned())
     except Exception:
         return False
+
+
+def precompiled(package: Path) -> Path:
+    """A Mojo source package (a folder with __init__.mojo) as the .mojoc file
+    MAX builds of it, built once for each content of its sources.
+
+    Handed a source folder, MAX runs `mojo precompile` on it for every graph
+    that names it: seconds each time, and every load of the fast model, every
+    test and every profile builds several such graphs. The copy kept here is
+    named by a hash of the sources and of the compiler's version, so an edited
+    kernel is built anew. A path that is not a source package is returned as
+    it is, for MAX to load.
+    """
+    try:
+        from mojo.paths import _build_mojo_source_package, is_mojo_source_package_path
+    except ImportError:  # a MAX without them: let MAX build the package itself
+        return package
+    if not is_mojo_source_package_path(package):
+        return package
+    digest = hashlib.sha256()
+    for distribution in ("max", "mojo-compiler"):
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            digest.update(importlib.metadata.version(distribution).encode() + b"\0")
+    for source in sorted(package.rglob("*.mojo")):
+        digest.update(source.relative_to(package).as_posix().encode() + b"\0")
+        digest.update(source.read_bytes())
+    folder = Path(tempfile.gettempdir()) / f".modular_{os.getuid()}" / "precompiled"
+    folder = folder / f"{package.name}_{digest.hexdigest()[:24]}"
+    for built in folder.glob("*.mojoc"):
+        return built
+    # MAX's build lands at a path named after the folder, rebuilt on every
+    # load; a copy under the same file name (the compiler names the module
+    # after it) is published with an atomic rename, for concurrent processes.
+    fresh = _build_mojo_source_package(package)
+    folder.mkdir(parents=True, exist_ok=True)
+    staging = folder / f".{os.getpid()}.{fresh.name}"
+    shutil.copyfile(fresh, staging)
+    built = folder / fresh.name
+    os.replace(staging, built)
+    return built
 
 
 def child_env(**extra: str) -> dict[str, str]:

@@ -237,7 +237,8 @@ def kernels_built_for() -> tuple[bool, int, bool]:
     from max.engine import InferenceSession
     from max.graph import DeviceRef, ops
 
-    with Graph("built_for", input_types=[], custom_extensions=[KERNELS]) as graph:
+    library = max_runtime.precompiled(KERNELS)
+    with Graph("built_for", input_types=[], custom_extensions=[library]) as graph:
         facts_type = TensorType(DType.int32, [3], device=DeviceRef.CPU())
         graph.output(ops.custom("gpt2_built_for", DeviceRef.CPU(), [], [facts_type])[0])
     bf16_dot, width, amx = InferenceSession(devices=[CPU()]).load(graph).execute()[0].to_numpy()
@@ -306,10 +307,9 @@ def linear_few_or_many(layer: Linear, rows: Tensor, kernel_rows: int) -> Tensor:
 
 
 def _kernel_library() -> Path | None:
-    """KERNELS for the first of our ops in the graph being built, then None:
-    each load of a source package rebuilds it (`mojo precompile`, seconds),
-    and a 12-layer graph calls our kernels 61 times."""
-    return None if Graph.current.kernel_libraries_paths else KERNELS
+    """KERNELS, built, for the first of our ops in the graph being built, then
+    None: a 12-layer graph calls our kernels 61 times."""
+    return None if Graph.current.kernel_libraries_paths else max_runtime.precompiled(KERNELS)
 
 
 def _kernel(

@@ -128,7 +128,9 @@ def chain_graph(
     def constant(values, dtype):
         return ops.constant(np.array(values, dtype=dtype.to_numpy()), dtype, device=cpu)
 
-    with Graph("chain", input_types=types, custom_extensions=[kernels or KERNELS]) as graph:
+    with Graph(
+        "chain", input_types=types, custom_extensions=[max_runtime.precompiled(kernels or KERNELS)]
+    ) as graph:
         x = graph.inputs[0].tensor
         key_cache, value_cache = graph.inputs[1].buffer, graph.inputs[2].buffer
         weights = [

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from common import max_runtime
 from devtools.bench.machine import seconds_for, wait_until_idle
 
 KERNELS = Path(__file__).with_name("kernels")  # read_sum.mojo, built by MAX on first use
@@ -43,7 +44,11 @@ def sum_graph(streams: int):
 
     cpu = DeviceRef.CPU()
     input_type = TensorType(DType.float32, ["n"], device=cpu)
-    with Graph(f"read_sum_{streams}", input_types=[input_type], custom_extensions=[KERNELS]) as g:
+    with Graph(
+        f"read_sum_{streams}",
+        input_types=[input_type],
+        custom_extensions=[max_runtime.precompiled(KERNELS)],
+    ) as g:
         out_type = TensorType(DType.float32, [1], device=cpu)
         parameters = {"streams": streams}
         g.output(ops.custom("bench_read_sum", cpu, [g.inputs[0]], [out_type], parameters)[0])

@@ -118,7 +118,9 @@ def one_op_graphs(
             graph.output(ops.cast(product, DType.float32) + bias)
         graphs["max_matmul"] = session.load(graph)
     for key, op in (kernels or kernel_ops(dtype_name)).items():
-        with Graph(key, input_types=inputs, custom_extensions=[library or KERNELS]) as graph:
+        with Graph(
+            key, input_types=inputs, custom_extensions=[max_runtime.precompiled(library or KERNELS)]
+        ) as graph:
             x = graph.inputs[0]
             out_type = TensorType(DType.float32, [x.shape[0], n_out], device=cpu)
             graph.output(ops.custom(op, cpu, list(graph.inputs), [out_type])[0])
@@ -285,7 +287,9 @@ def prompt_attention_graph(embed: int):
         TensorType(DType.float32, ["batch", "seq", 3 * embed], device=cpu),
         TensorType(DType.int64, [1], device=cpu),
     ]
-    with Graph("prompt_attention", input_types=inputs, custom_extensions=[KERNELS]) as graph:
+    with Graph(
+        "prompt_attention", input_types=inputs, custom_extensions=[max_runtime.precompiled(KERNELS)]
+    ) as graph:
         qkv, heads = graph.inputs
         out_type = TensorType(DType.float32, [qkv.shape[0], qkv.shape[1], embed], device=cpu)
         graph.output(ops.custom("gpt2_prompt_attention", cpu, [qkv, heads], [out_type])[0])
