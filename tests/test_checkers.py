@@ -8,7 +8,9 @@ import signal
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -111,15 +113,17 @@ def test_no_compile_notice_when_nothing_compiles() -> None:
     assert result.returncode == 0 and "compiling a kernel" not in result.stdout, result.stdout
 
 
-def test_a_kernel_compile_is_announced_and_off_the_checks_clock(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("what", ["kernel", "graph"])
+def test_a_compile_is_announced_and_off_the_checks_clock(
+    what: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The worker tells the parent when MAX takes long to get a kernel (a
-    compile, not a load from its disk cache), and the compile's time does not
-    count against the check's time limit."""
+    """The worker tells the parent when MAX takes long to get an eager kernel
+    or a graph (a compile, not a load from its disk cache), and the compile's
+    time does not count against the check's time limit."""
     from max._interpreter_ops import gc_compile
+    from max.engine import InferenceSession
 
-    from tests.checker import child
+    from tests.checker import compiles
 
     seen: dict[str, float] = {}
 
@@ -128,20 +132,36 @@ def test_a_kernel_compile_is_announced_and_off_the_checks_clock(
         time.sleep(seconds)
         return f"model for {key}"
 
+    def load(session, graph, seconds):
+        return compile_target(None, graph.name, seconds)
+
+    def key(what: str, name: str):
+        """What the compile is asked for: a kernel's key, or a graph of that name."""
+        return name if what == "kernel" else SimpleNamespace(name=name)
+
+    # Each replaced here, so that what compiles.watch wraps and sets is undone after.
     monkeypatch.setattr(gc_compile, "compile_single_target", compile_target)
-    monkeypatch.setattr(child, "COMPILE_NOTICE_AFTER", 0.2)
+    monkeypatch.setattr(InferenceSession, "load", load)
+    monkeypatch.setattr(compiles, "COMPILE_NOTICE_AFTER", 0.2)
+    monkeypatch.setattr(compiles, "_watching", False)
+    monkeypatch.setattr(compiles, "_tell", compiles._tell)
     sent: list[dict] = []
-    child.announce_compiles(sent.append)
-    family = type("Family", (), {"name": "matmul"})()
+    compiles.watch(sent.append)
+    if what == "kernel":
+        family = SimpleNamespace(name="matmul")
+        get = partial(gc_compile.compile_single_target, family)
+    else:
+        get = partial(InferenceSession.load, None)  # a session: unused by the stand-in
+    said = {"kernel": "matmul", "graph": "graph main"}[what]
     signal.setitimer(signal.ITIMER_REAL, 30)
     try:
-        assert gc_compile.compile_single_target(family, "cached", 0.0) == "model for cached"
+        assert get(key(what, "cached"), 0.0) == "model for cached"
         assert sent == []  # loaded from MAX's disk cache in a blink: nothing to say
-        assert gc_compile.compile_single_target(family, "k", 1.0) == "model for k"
+        assert get(key(what, "main"), 1.0) == "model for main"
         left = signal.getitimer(signal.ITIMER_REAL)[0]
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-    assert sent == [{"compiling": "matmul"}]
+    assert sent == [{"compiling": said}]
     assert seen["timer during the compile"] == 0 and 25 < left <= 30
 
 
@@ -153,6 +173,20 @@ def test_the_notice_is_said_once(capsys: pytest.CaptureFixture[str], monkeypatch
     session.compile_notice("matmul")
     session.compile_notice("softmax")
     assert capsys.readouterr().out.count("MAX is compiling a kernel") == 1
+
+
+def test_a_graph_compile_is_not_sent_to_the_warm_up(
+    capsys: pytest.CaptureFixture[str], monkeypatch
+) -> None:
+    """The warm-up compiles eager kernels, not graphs: a graph's compile does
+    not point the learner to it."""
+    from tests.checker import session
+
+    monkeypatch.delenv("CHECK_PLAIN", raising=False)
+    monkeypatch.setattr(session, "_told_compiling", False)
+    session.compile_notice("graph main")
+    said = capsys.readouterr().out
+    assert "MAX is compiling a graph" in said and "warm" not in said
 
 
 def test_all_solutions_pass_then_are_not_run_again_while_unchanged() -> None:

@@ -4,9 +4,9 @@ Started by tests/checker/isolate.py with two pipe file descriptors. It imports
 MAX once, says it is ready, then for each request
 ({"step": NN, "path": FILE}, one JSON line) runs that step's checks and
 answers, one JSON line each: the step's title, check names and time limit;
-the name of each check as it begins; {"compiling": FAMILY} when a kernel
-takes MAX more than COMPILE_NOTICE_AFTER seconds (a compile, not a load from
-its disk cache); the outcomes. The learner's code runs
+the name of each check as it begins; {"compiling": NAME} when a kernel or a
+graph takes MAX more than compiles.COMPILE_NOTICE_AFTER seconds (a compile, not a load
+from its disk cache); the outcomes. The learner's code runs
 here, so whatever it does to this process cannot reach the checker.
 """
 
@@ -20,16 +20,13 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from common import max_runtime
+from tests.checker import compiles
 
 PR_SET_PDEATHSIG = 1  # prctl(2)
-# A kernel MAX finds in its disk cache loads in well under a second; one that
-# takes longer is being compiled, and only then does the checker say so.
-COMPILE_NOTICE_AFTER = 2.0
 
 
 def die_with_parent() -> None:
@@ -40,33 +37,6 @@ def die_with_parent() -> None:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):  # not Linux: the checker stops it by PID
         pass
-
-
-def announce_compiles(send: Callable[[dict[str, Any]], None]) -> None:
-    """Tell the parent when MAX is compiling an eager kernel that is in no
-    cache (tens of seconds): the checker says so then, and only then."""
-    try:
-        from max._interpreter_ops import gc_compile
-    except Exception:  # a MAX without lazy kernel compiles: nothing to announce
-        return
-    compile_target = gc_compile.compile_single_target
-
-    def compiling(family: Any, *args: Any, **kwargs: Any) -> Any:
-        name = str(getattr(family, "name", family))
-        notice = threading.Timer(COMPILE_NOTICE_AFTER, send, [{"compiling": name}])
-        notice.daemon = True
-        # The compile's time is MAX's, not the learner code's: the check's
-        # time limit stops while it runs.
-        remaining, _ = signal.setitimer(signal.ITIMER_REAL, 0)
-        notice.start()
-        try:
-            return compile_target(family, *args, **kwargs)
-        finally:
-            notice.cancel()
-            if remaining:
-                signal.setitimer(signal.ITIMER_REAL, remaining)
-
-    gc_compile.compile_single_target = compiling
 
 
 def main(requests_fd: int, answers_fd: int) -> None:
@@ -87,7 +57,7 @@ def main(requests_fd: int, answers_fd: int) -> None:
 
     from tests.checker.engine import load_spec, run_step, time_limit_for
 
-    announce_compiles(send)
+    compiles.watch(send)
     send({"ready": True})
     with os.fdopen(requests_fd, encoding="utf-8") as requests:
         for line in requests:

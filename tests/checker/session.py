@@ -153,18 +153,24 @@ def check_all(solutions: bool, worker: CheckProcess, rerun: bool = False) -> boo
 _told_compiling = False
 
 
-def compile_notice(family: str = "") -> None:
-    """Once per command, as MAX starts compiling a kernel no cache holds yet:
-    the wait that follows is MAX's, once per kind of operation."""
+def compile_notice(name: str = "") -> None:
+    """Once per command, as MAX starts compiling what no cache holds yet: an
+    eager kernel (once per kind of operation, which the warm-up compiles up
+    front), or a whole graph (`name` "graph ..."), which it compiles for a
+    check's graph and where its interpreter fails on an op."""
     global _told_compiling
     if _told_compiling or report.plain():
         return
     _told_compiling = True
-    print(
-        report.dim(
+    if name.startswith("graph"):
+        said = (
+            "MAX is compiling a graph this check needs, for the first time on this machine "
+            "(tens of seconds, once; later checks load it from MAX's cache)."
+        )
+    else:
+        said = (
             "MAX is compiling a kernel this check needs, for the first time on this machine "
             "(tens of seconds, once per kind of operation; later checks reuse it). "
             "`pixi run warm` (pip: `max warm-interpreter-cache`) compiles them all up front."
-        ),
-        flush=True,
-    )
+        )
+    print(report.dim(said), flush=True)
