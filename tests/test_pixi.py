@@ -258,7 +258,7 @@ def test_warm_can_report_whether_the_cache_is_warm() -> None:
 
 
 def test_test_task_runs_pytest() -> None:
-    assert tasks()["test"][1] == "python -m pytest"  # not run: it would run this file
+    assert tasks()["test"][1] == "python -m pytest -n auto"  # not run: it would run this file
 
 
 def test_book_serves_the_docs() -> None:
