@@ -240,9 +240,13 @@ def test_the_generator_sets_maxs_polling_logger_aside(fast) -> None:
     """From a process's first execute, MAX 26.7 keeps a logging thread that
     wakes every 100 microseconds (docs/src/performance.md, "The runtime's
     logger polls"); a generator on the CPU finds it and sets it aside. If a MAX
-    release stops polling, this fails: the workaround can then go."""
-    assert fast.pollers_set_aside, "no thread of this process polled while it was idle"
-    for thread_id in fast.pollers_set_aside:
+    release stops polling, this fails: the workaround can then go. The
+    generator looks for 30 ms; where the suite's other workers keep every core
+    busy, the logger may not wake often enough in that time, so an empty look
+    is repeated once for a second."""
+    set_aside = fast.pollers_set_aside or max_runtime.demote_idle_pollers(window_s=1.0)
+    assert set_aside, "no thread of this process polled while it was idle"
+    for thread_id in set_aside:
         assert os.sched_getscheduler(thread_id) == os.SCHED_IDLE
 
 
