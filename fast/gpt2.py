@@ -25,8 +25,8 @@ weights); only the way a forward pass is run changes, for speed:
   cores without handing them back to MAX between steps or blocks. A
   prompt's attention is one call a block, which computes only the scores a
   causal mask keeps.
-  With bfloat16 weights on a CPU with bfloat16 dot products a prompt's
-  projections run there too, in register tiles.
+  With bfloat16 weights a prompt's projections run there too, in register
+  tiles, or in AMX's where the CPU has them, and then its attention as well.
 - **The runtime's poller set aside (the CPU).** MAX keeps a logging thread
   that wakes every 100 microseconds; the generator lets it run only on a
   core our kernels leave idle (common.max_runtime.demote_idle_pollers).
@@ -59,8 +59,6 @@ from solutions.solution_13 import MaxGPT2LMHeadModel
 from solutions.solution_14 import sample_next_token
 
 DTYPES = {"float32": DType.float32, "bfloat16": DType.bfloat16}
-
-
 KERNELS = Path(__file__).with_name("kernels")  # gpt2_kernels.mojo, built by MAX on first use
 FLOAT32 = DType.float32
 
@@ -111,9 +109,8 @@ class FastGPT2(MaxGPT2LMHeadModel):
     def _prompt_blocks(
         self, hidden_states: Tensor, key_cache: Tensor, value_cache: Tensor, start
     ) -> Tensor:
-        """A prompt on an empty cache through every block: MAX's ops around
-        our projections, its keys and values stored, causal attention over
-        its own positions (our kernel, gpt2_prompt_attention)."""
+        """A prompt on an empty cache through every block: MAX's ops around our
+        kernels (projections, the keys and values stored, causal attention)."""
         for index, block in enumerate(self.transformer.h):
             attention = block.attn
             heads, head_dim = attention.num_heads, attention.head_dim
@@ -125,7 +122,8 @@ class FastGPT2(MaxGPT2LMHeadModel):
             # The caches as graph buffers: the kernel writes into them.
             cache = [key_cache.__buffervalue__(), value_cache.__buffervalue__()]
             _kernel("gpt2_cache_write", [*cache, key, value, start], index)
-            attn_output = prompt_attention(qkv, heads)
+            bf16 = attention.c_attn.weight.dtype == DType.bfloat16
+            attn_output = prompt_attention(qkv, heads, bf16)
             hidden_states = hidden_states + self._linear(attention.c_proj, attn_output)
             mlp = block.mlp
             inner = self._linear(mlp.c_fc, _layer_norm(block.ln_2, hidden_states))
@@ -267,13 +265,15 @@ def linear_rows(
     return _custom(name, [rows, layer.weight, bias], [rows.shape[0], layer.weight.shape[0]])
 
 
-def prompt_attention(qkv: Tensor, heads: int) -> Tensor:
+def prompt_attention(qkv: Tensor, heads: int, bf16: bool = False) -> Tensor:
     """Causal self-attention of a prompt on an empty cache through our kernel,
     which computes only the scores a query may see: qkv is c_attn's float32
-    output [batch, seq, 3 * embed]; returns the heads merged, [batch, seq, embed]."""
+    output [batch, seq, 3 * embed]; returns the heads merged, [batch, seq, embed].
+    With `bf16` (a bfloat16 model), in bfloat16 through AMX's tiles where the CPU has them."""
     batch, seq_length, width = qkv.shape
     values = [qkv, Tensor([heads], dtype=DType.int64, device=qkv.device)]
-    return _custom("gpt2_prompt_attention", values, [batch, seq_length, int(width) // 3])
+    name = "gpt2_prompt_attention_bf16" if bf16 else "gpt2_prompt_attention"
+    return _custom(name, values, [batch, seq_length, int(width) // 3])
 
 
 def _custom(name: str, values: list, out_shape: list) -> Tensor:

@@ -240,24 +240,30 @@ def attention_profile(config: dict, dtype_name: str, repeats: int = 15) -> dict:
     prompt's graph had them before our kernel (split into heads, every
     score, the causal mask, softmax, the values, merged), our kernel
     (gpt2_prompt_attention), and PyTorch's scaled_dot_product_attention in
-    the weights' dtype (the transformers model's attention). The attention
-    is float32 in our model whatever the weights' dtype."""
+    the weights' dtype (the transformers model's attention). With bfloat16
+    weights "our kernel" is the one our bfloat16 model runs
+    (gpt2_prompt_attention_bf16: AMX's tiles where the CPU has them), timed
+    beside the float32 one."""
     import torch
     from max.driver import Buffer
 
     heads, embed = config["n_head"], config["n_embd"]
     torch_dtype = torch.bfloat16 if dtype_name == "bfloat16" else torch.float32
     generator = torch.Generator().manual_seed(0)
-    kernel = prompt_attention_graph(embed)  # one graph for every length
+    kernels = {"our_kernel": prompt_attention_graph(embed)}  # one graph for every length
+    if dtype_name == "bfloat16":
+        kernels = {
+            "our_kernel": prompt_attention_graph(embed, "gpt2_prompt_attention_bf16"),
+            "our_kernel_float32": kernels["our_kernel"],
+        }
     per_length = {}
     for seq in PROMPT_LENGTHS:
         max_ops = max_ops_attention_graph(seq, heads, embed)
         qkv = torch.randn(1, seq, 3 * embed, generator=generator)
         buffers = [Buffer.from_dlpack(qkv), Buffer.from_dlpack(torch.tensor([heads]))]
-        ways = {
-            "max_ops": lambda g=max_ops, b=buffers: g.execute(b[0]),
-            "our_kernel": lambda b=buffers: kernel.execute(*b),
-        }
+        ways = {"max_ops": lambda g=max_ops, b=buffers: g.execute(b[0])}
+        for key, kernel in kernels.items():
+            ways[key] = lambda g=kernel, b=buffers: g.execute(*b)
         parts = qkv.to(torch_dtype).view(1, seq, 3, heads, embed // heads).permute(2, 0, 3, 1, 4)
 
         def torch_attention(query=parts[0], key=parts[1], value=parts[2], seq=seq):
@@ -271,8 +277,8 @@ def attention_profile(config: dict, dtype_name: str, repeats: int = 15) -> dict:
     return dict(heads=heads, head_dim=embed // heads, dtype=dtype_name, milliseconds=per_length)
 
 
-def prompt_attention_graph(embed: int):
-    """Our kernel gpt2_prompt_attention alone, compiled: qkv [batch, seq,
+def prompt_attention_graph(embed: int, name: str = "gpt2_prompt_attention"):
+    """Our kernel `name` (gpt2_prompt_attention or _bf16) alone, compiled: qkv [batch, seq,
     3 * embed] and the number of heads in, [batch, seq, embed] out (batch
     and seq symbolic: one graph for every prompt)."""
     from max.driver import CPU
@@ -292,7 +298,7 @@ def prompt_attention_graph(embed: int):
     ) as graph:
         qkv, heads = graph.inputs
         out_type = TensorType(DType.float32, [qkv.shape[0], qkv.shape[1], embed], device=cpu)
-        graph.output(ops.custom("gpt2_prompt_attention", cpu, [qkv, heads], [out_type])[0])
+        graph.output(ops.custom(name, cpu, [qkv, heads], [out_type])[0])
     return InferenceSession(devices=[CPU()]).load(graph)
 
 

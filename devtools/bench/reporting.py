@@ -256,6 +256,7 @@ ATTENTION_COLUMNS = {
     "max_ops": "MAX's operations",
     "torch_sdpa": "PyTorch",
     "our_kernel": "our kernel",
+    "our_kernel_float32": "our kernel, float32",
 }
 
 
@@ -267,11 +268,12 @@ def format_attention(attention: dict | None) -> list[str]:
         f"A prompt's causal self-attention alone ({attention['heads']} heads of "
         f"{attention['head_dim']}), from c_attn's output to the heads merged: MAX's "
         "operations as the prompt's graph had them before our kernel (every score, then the "
-        "causal mask), our kernel (`gpt2_prompt_attention`, float32), PyTorch's "
+        "causal mask), our kernel (`gpt2_prompt_attention`, float32; with bfloat16 weights "
+        "`gpt2_prompt_attention_bf16`, in AMX's tiles where the CPU has them), PyTorch's "
         f"`scaled_dot_product_attention` in {attention['dtype']}; milliseconds per call, "
         f"{ROUNDS}:"
     )
-    peers = ("max_ops", "torch_sdpa")
+    peers = ("max_ops", "torch_sdpa", "our_kernel_float32")
     return speedup_table(
         title, "prompt tokens", attention["milliseconds"], ATTENTION_COLUMNS, peers
     )
