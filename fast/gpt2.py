@@ -122,7 +122,7 @@ class FastGPT2(MaxGPT2LMHeadModel):
             # The caches as graph buffers: the kernel writes into them.
             cache = [key_cache.__buffervalue__(), value_cache.__buffervalue__()]
             _kernel("gpt2_cache_write", [*cache, key, value, start], index)
-            bf16 = attention.c_attn.weight.dtype == DType.bfloat16
+            bf16 = attention.c_attn.weight.dtype == DType.bfloat16 and self.bf16_dot
             attn_output = prompt_attention(qkv, heads, bf16)
             hidden_states = hidden_states + self._linear(attention.c_proj, attn_output)
             mlp = block.mlp

@@ -174,7 +174,7 @@ def test_bfloat16_logits_are_close_to_float32(tutorial, fast_bf16) -> None:
 def test_bfloat16_cached_decode_is_close_to_float32(tutorial, fast_bf16) -> None:
     """Decoded tokens read the keys and values of the positions before them
     from the caches, which hold bfloat16 with bfloat16 weights (a prompt's
-    attention uses its own float32 keys): each step's logits stay within
+    attention uses its own keys, rounded only in AMX's tiles): each step's logits stay within
     the tolerance of the tutorial model's on the whole prefix."""
     from max.dtype import DType
 
