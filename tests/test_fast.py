@@ -25,9 +25,10 @@ PROMPT = [5, 17, 3, 88, 41, 2, 9, 250, 77, 1]
 PROMPTS = [
     np.random.default_rng(seed).integers(0, 300, 3 + seed).tolist() for seed in range(0, 10, 1)
 ][:8]
-# From 32 rows on, a prompt's bfloat16 projections go through AMX's tiles on
-# a CPU that has them (the vector dot products' tiles elsewhere): 45 tokens
-# are a whole block of 32 rows and a block at the edge.
+# From 16 rows on, a prompt's bfloat16 projections go through AMX's tiles on
+# a CPU that has them (the vector dot products' tiles elsewhere), and so
+# does its attention at any length: 45 tokens are a whole block of 32 rows
+# and a block at the edge.
 LONG_PROMPT = np.random.default_rng(45).integers(0, 300, 45).tolist()
 
 
@@ -280,10 +281,10 @@ def test_the_kernels_take_their_vector_width_from_the_cpu() -> None:
 # of the cores' shares; the model tests' larger matrices, the head's 300 rows
 # among them, are cut into several.) Rows 1-9 cover the four-row blocks and
 # every remainder; 8 and more rows the bfloat16 kernel's tiles, 13 and 33
-# with rows left over. From 32 rows on (33, and 137 below) a CPU with AMX
+# with rows left over. From 16 rows on (16, 33, and 137 below) a CPU with AMX
 # runs them through its tiles instead: blocks of 32 rows by 32 weight rows,
 # here a whole block stored straight to the output and blocks at its edges
-# (rows 32 on, weight rows 32-41) stored through a buffer; k in tiles of 32
+# (rows 16 or 32 on, weight rows 32-41) stored through a buffer; k in tiles of 32
 # with zeros past n_in. An even n_in (80) lays the weight rows out for the
 # tiles 16 pairs by 16 rows at a time, an odd one (37, 2085) pair by pair.
 ROW_COUNTS = [*range(1, 10), 13, 16, 33]
@@ -294,7 +295,7 @@ ROW_COUNTS = [*range(1, 10), 13, 16, 33]
 LONG_N_IN, LONG_ROW_COUNTS = 2085, [1, 9, 137]
 # (weights' dtype, kernel): the float32 path, bfloat16 through the CPU's
 # bfloat16 dot products where it has them (the kernel the model calls: AMX's
-# tiles from 32 rows where the CPU has them), through the vector dot products
+# tiles from 16 rows where the CPU has them), through the vector dot products
 # alone (what a CPU with AVX512_BF16 and no AMX runs), and bfloat16 widened
 # to float32 (what a CPU without either runs); and the widening
 # code at 8 float32 lanes a vector, what a CPU with AVX2 and no AVX-512 runs
