@@ -225,6 +225,16 @@ def test_the_profile_shows_a_prompts_attention_by_length_when_timed() -> None:
     assert "| 512 | 6.00 (6.00-6.00) | 4.50 (4.50-4.50) | 3.00 (3.00-3.00) | 2.00x | 1.50x |" in (
         profile_md
     )
+    # With bfloat16 weights the float32 kernel is timed beside the bfloat16 model's.
+    for ways in milliseconds.values():
+        ways["our_kernel_float32"] = summary([7.5])
+    profile_md = format_profile(dict(fake_data(), attention=attention))
+    assert (
+        "| our kernel | our kernel, float32 | our kernel's speed-up over MAX's operations "
+        "| our kernel's speed-up over PyTorch | our kernel's speed-up over our kernel, float32 |"
+        in profile_md
+    )
+    assert "| 3.00 (3.00-3.00) | 7.50 (7.50-7.50) | 2.00x | 1.50x | 2.50x |" in profile_md
 
 
 def test_each_contender_gets_its_fraction_of_the_ceiling() -> None:
