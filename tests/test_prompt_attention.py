@@ -12,6 +12,7 @@ import pytest
 
 from common import max_runtime
 from devtools.bench import profile
+from fast import bfloat16
 
 max_runtime.prepare()
 
@@ -42,10 +43,9 @@ def numpy_attention(qkv: np.ndarray, heads: int, rounded: bool = False) -> np.nd
 
 
 def round_to_bfloat16(values: np.ndarray) -> np.ndarray:
-    """values rounded to bfloat16's 8 bits of mantissa (to the nearest, ties to even)."""
-    bits = values.astype(np.float32).view(np.uint32).astype(np.uint64)
-    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16
-    return bits.astype(np.uint32).view(np.float32).astype(np.float64)
+    """values rounded to the nearest bfloat16 (ties to even), as float64."""
+    rounded = (bfloat16.bfloat16_bits(values).astype(np.uint32) << 16).view(np.float32)
+    return rounded.astype(np.float64)
 
 
 def run(graph, qkv: np.ndarray, heads: int) -> np.ndarray:

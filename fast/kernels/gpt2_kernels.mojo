@@ -613,6 +613,33 @@ def rounded_to_bf16(v: SIMD[DType.float32, WIDTH]) -> SIMD[DType.bfloat16, WIDTH
         return bitcast[DType.bfloat16, WIDTH](bits)
 
 
+@always_inline
+def rounded_row(
+    row_in: UnsafePointer[Float32, _],
+    column_stride: Int,
+    values: Int,
+    scale: Float32,
+    row_out: UnsafePointer[mut=True, BFloat16, _],
+    row_length: Int,
+):
+    """row_out[0:values] = row_in's first `values` values (column_stride
+    apart) times `scale`, rounded to bfloat16 (vdpbf16ps's and the tiles'
+    operands, on a CPU with AVX512_BF16); zeros after them up to
+    row_length."""
+    var k = 0
+    if column_stride == 1:
+        var vector_end = values - values % WIDTH
+        while k < vector_end:
+            (row_out + k).store(rounded_to_bf16((row_in + k).load[width=WIDTH]() * scale))
+            k += WIDTH
+    while k < values:
+        row_out[k] = (row_in[k * column_stride] * scale).cast[DType.bfloat16]()
+        k += 1
+    while k < row_length:
+        row_out[k] = 0
+        k += 1
+
+
 def rounded_rows(
     x: InputTensor[dtype = DType.float32, rank=2, ...], rows_out: Int, row_length: Int
 ) -> UnsafePointer[BFloat16, MutUntrackedOrigin]:
@@ -624,24 +651,12 @@ def rounded_rows(
     var x_rows = alloc[BFloat16](rows_out * row_length)
     var x_strides = x.strides()
     var x_in = x.unsafe_ptr()
-    var vector_end = n_in - n_in % WIDTH
 
     def round_rows(m_first: Int, m_last: Int) {var}:
         for m in range(m_first, m_last):
-            var row_out = x_rows + m * row_length
-            var k = 0
-            if m < rows:
-                var row_in = x_in + m * x_strides[0]
-                if x_strides[1] == 1:
-                    while k < vector_end:
-                        (row_out + k).store(rounded_to_bf16((row_in + k).load[width=WIDTH]()))
-                        k += WIDTH
-                while k < n_in:
-                    row_out[k] = row_in[k * x_strides[1]].cast[DType.bfloat16]()
-                    k += 1
-            while k < row_length:
-                row_out[k] = 0
-                k += 1
+            var row_in = x_in + m * x_strides[0]
+            var values = n_in if m < rows else 0
+            rounded_row(row_in, x_strides[1], values, 1, x_rows + m * row_length, row_length)
 
     var workers = num_physical_cores()
     # A prompt's x is megabytes: every core rounds its share.
@@ -1440,21 +1455,9 @@ def rounded_head(
     padded_dim], zeros past them: sizes [seq, head_dim, padded_seq,
     padded_dim]."""
     var seq, head_dim, padded_seq, padded_dim = sizes[0], sizes[1], sizes[2], sizes[3]
-    var vector_end = head_dim - head_dim % WIDTH
     for i in range(padded_seq):
-        var row = rounded + i * padded_dim
-        var d = 0
-        if i < seq:
-            var row_in = values + i * stride
-            while d < vector_end:
-                (row + d).store(rounded_to_bf16((row_in + d).load[width=WIDTH]() * scale))
-                d += WIDTH
-            while d < head_dim:
-                row[d] = (row_in[d] * scale).cast[DType.bfloat16]()
-                d += 1
-        while d < padded_dim:
-            row[d] = 0
-            d += 1
+        var values_here = head_dim if i < seq else 0
+        rounded_row(values + i * stride, 1, values_here, scale, rounded + i * padded_dim, padded_dim)
 
 
 def pack_values(
