@@ -640,12 +640,20 @@ def rounded_row(
         k += 1
 
 
-def rounded_rows(
+def rounded_rows[
+    tiled: Bool = False
+](
     x: InputTensor[dtype = DType.float32, rank=2, ...], rows_out: Int, row_length: Int
 ) -> UnsafePointer[BFloat16, MutUntrackedOrigin]:
     """x rounded to bfloat16, contiguous: [rows_out, row_length], zeros past
     x's own rows and columns (the AMX tiles' padding), on a CPU with
-    AVX512_BF16. The caller frees it."""
+    AVX512_BF16. The caller frees it.
+
+    `tiled` lays the values out as AMX's tiles read them (rows_out a
+    multiple of AMX_ROWS, row_length of PAIRS): each tile of AMX_ROWS rows
+    by PAIRS values (1 KB) contiguous, a band of AMX_ROWS rows' tiles in k's
+    order, then the next band; a tile is then one contiguous read instead
+    of sixteen rows far apart."""
     var rows = x.dim_size(0)
     var n_in = x.dim_size(1)
     var x_rows = alloc[BFloat16](rows_out * row_length)
@@ -656,7 +664,15 @@ def rounded_rows(
         for m in range(m_first, m_last):
             var row_in = x_in + m * x_strides[0]
             var values = n_in if m < rows else 0
-            rounded_row(row_in, x_strides[1], values, 1, x_rows + m * row_length, row_length)
+            comptime if tiled:
+                var band = x_rows + (m // AMX_ROWS) * AMX_ROWS * row_length
+                var row_out = band + (m % AMX_ROWS) * PAIRS
+                for k in range(0, row_length, PAIRS):
+                    var chunk = min(max(values - k, 0), PAIRS)
+                    var tile = row_out + k * AMX_ROWS
+                    rounded_row(row_in + k * x_strides[1], x_strides[1], chunk, 1, tile, PAIRS)
+            else:
+                rounded_row(row_in, x_strides[1], values, 1, x_rows + m * row_length, row_length)
 
     var workers = num_physical_cores()
     # A prompt's x is megabytes: every core rounds its share.
@@ -931,17 +947,21 @@ def linear_rows_amx(
     """bfloat16 weights through AMX's tiles, for a prompt's many rows.
 
     x is rounded to bfloat16 once, with zeros to whole blocks of 32 rows and
-    whole tiles of 32 k. Each core claims groups of 32 weight rows, lays
-    them out as the tiles take them (pack_panel, once per call), and runs
-    every block of 32 rows of x against them: four tiles of sums, which
-    start as the bias and go to the output in four stores."""
+    whole tiles of 32 k, each tile's values contiguous (rounded_rows'
+    `tiled`: at 512 rows the four projections took 1.02-1.08x less time
+    than with x's rows as they are, 16 of them 1.5-6 KB apart in a tile;
+    the median ratio of 300 calls taking turns, an Intel Xeon). Each core
+    claims groups of 32 weight rows, lays them out as the tiles take them
+    (pack_panel, once per call), and runs every block of 32 rows of x
+    against them: four tiles of sums, which start as the bias and go to the
+    output in four stores."""
     var rows = x.dim_size(0)
     var n_out = weight.dim_size(0)
     var n_in = weight.dim_size(1)
     contiguous_weight(weight)
     var padded_rows = ceildiv(rows, AMX_BLOCK) * AMX_BLOCK
     var padded_k = ceildiv(n_in, PAIRS) * PAIRS
-    var x_rows = rounded_rows(x, padded_rows, padded_k)
+    var x_rows = rounded_rows[tiled=True](x, padded_rows, padded_k)
     var groups = ceildiv(n_out, AMX_BLOCK)
     var padded_bias = alloc[Float32](groups * AMX_BLOCK)
     var b_ptr = bias.unsafe_ptr()
@@ -962,12 +982,12 @@ def linear_rows_amx(
         n_first, whose two panels start at `panels`."""
         var right_panel = panels + AMX_ROWS * padded_k
         tiles_from_bias(padded_bias + n_first)
-        var x_top = x_rows + m * padded_k
+        var x_top = x_rows + m * padded_k  # the band of rows m..m + 15, tiled
         for k in range(0, padded_k, PAIRS):
             tiles_add_products(
-                x_top + k,
-                x_top + AMX_ROWS * padded_k + k,
-                padded_k * size_of[BFloat16](),
+                x_top + k * AMX_ROWS,
+                x_top + AMX_ROWS * padded_k + k * AMX_ROWS,
+                AMX_ROW_BYTES,
                 panels + k * AMX_ROWS,
                 right_panel + k * AMX_ROWS,
             )
