@@ -287,6 +287,9 @@ def test_the_kernels_take_their_vector_width_from_the_cpu() -> None:
 # (rows 16 or 32 on, weight rows 32-41) stored through a buffer; k in tiles of 32
 # with zeros past n_in. An even n_in (80) lays the weight rows out for the
 # tiles 16 pairs by 16 rows at a time, an odd one (37, 2085) pair by pair.
+# n_in = 96, three whole tiles of k, takes the weights straight into the
+# tiles up to 64 rows (16 and 33 here, the second block of 32 rows with one):
+# one group of 32 weight rows, then 10 rows through the vector dot products.
 ROW_COUNTS = [*range(1, 10), 13, 16, 33]
 # A prompt's shapes: n_in = 2085 is three slices of k for the bfloat16 tiles
 # (BF16_K_BLOCK = 1024), the last 37 long with a tail of 5 after its one
@@ -328,7 +331,8 @@ def test_the_row_kernel_is_a_matmul_for_every_row_count(dtype_name: str, kernel:
 
     # One graph for every shape: rows and n_in are symbolic.
     graph = one_op_graphs(42, "n_in", dtype_name, "rows", {"kernel": kernel})["kernel"]
-    for n_in, row_counts in ((37, ROW_COUNTS), (80, ROW_COUNTS), (LONG_N_IN, LONG_ROW_COUNTS)):
+    shapes = ((37, ROW_COUNTS), (80, ROW_COUNTS), (96, ROW_COUNTS), (LONG_N_IN, LONG_ROW_COUNTS))
+    for n_in, row_counts in shapes:
         check_row_kernel(graph, n_in, row_counts, dtype_name, kernel)
 
 

@@ -353,7 +353,10 @@ struct LinearRows:
             if not cpu_has_bf16_dot():
                 linear_rows_widening(output, x, weight, bias)
             elif x.dim_size(0) >= AMX_FROM and cpu_has_amx():
-                linear_rows_amx(output, x, weight, bias)
+                if x.dim_size(0) <= AMX_DIRECT_UNTIL and weight.dim_size(1) % PAIRS == 0:
+                    linear_rows_amx_direct(output, x, weight, bias)
+                else:
+                    linear_rows_amx(output, x, weight, bias)
             else:
                 linear_rows_bf16_dot(output, x, weight, bias)
         else:
@@ -817,6 +820,7 @@ comptime AMX_ROW_BYTES = 64
 # against 0.53).
 comptime AMX_FROM = 16
 comptime AMX_GROUPS = 4  # groups of 32 weight rows laid out at a time
+comptime AMX_DIRECT_UNTIL = 64  # rows of x up to which the weights go straight into the tiles
 
 
 @always_inline
@@ -847,6 +851,16 @@ def tiles_from_bias(bias: UnsafePointer[Float32, _]):
         NoneType,
         constraints="r,r,r,~{memory}",
     ](Int(bias), Int(bias + AMX_ROWS), 0)
+
+
+@always_inline
+def tiles_zero():
+    """A block's four tiles of sums start at zero."""
+    inlined_assembly[
+        "tilezero %tmm0; tilezero %tmm1; tilezero %tmm2; tilezero %tmm3",
+        NoneType,
+        constraints="~{memory}",
+    ]()
 
 
 @always_inline
@@ -1033,6 +1047,106 @@ def linear_rows_amx(
     parallelize(worker, workers)
     claims.free()
     padded_bias.free()
+    x_rows.free()
+
+
+def linear_rows_amx_direct(
+    output: OutputTensor[dtype = DType.float32, rank=2, ...],
+    x: InputTensor[dtype = DType.float32, rank=2, ...],
+    weight: InputTensor[rank=2, ...],
+    bias: InputTensor[dtype = DType.float32, rank=1, ...],
+) raises:
+    """bfloat16 weights straight from memory into AMX's tiles, for a short
+    prompt's rows (n_in a whole number of tiles: the caller's check).
+
+    tdpbf16ps's first operand is 16 rows of 32 bfloat16 at any stride: 16
+    weight rows as they are stored. So here the weights are that operand and
+    x's rows, laid out in pairs once per call (pack_panel; a few KB), the
+    second: every weight byte goes from memory into a tile once, where
+    linear_rows_amx first lays the weights out, a pass that only many rows
+    of x repay. The sums come out as weight rows by x's rows, and go to the
+    output transposed, sixteen by sixteen in vectors. Weight rows past the
+    last whole group of 32 take the vector dot products."""
+    var rows = x.dim_size(0)
+    var n_out = weight.dim_size(0)
+    var n_in = weight.dim_size(1)
+    contiguous_weight(weight)
+    var padded_rows = ceildiv(rows, AMX_BLOCK) * AMX_BLOCK
+    var x_rows = rounded_rows(x, padded_rows, n_in)  # zeros past x's rows
+    var x_panels = alloc[BFloat16](padded_rows * n_in)
+    for band in range(padded_rows // AMX_ROWS):
+        var panel = x_panels + band * AMX_ROWS * n_in
+        pack_panel(x_rows, padded_rows, n_in, band * AMX_ROWS, n_in // 2, panel)
+    var out_strides = output.strides()
+    var out_ptr = output.unsafe_ptr()
+    var b_ptr = bias.unsafe_ptr()
+    var b_stride = bias.strides()[0]
+    var w_ptr = weight.unsafe_ptr().bitcast[BFloat16]()
+    var groups = n_out // AMX_BLOCK
+    var claims = new_counters(1)
+    var workers = num_physical_cores()
+
+    @always_inline
+    def store(m: Int, n: Int, total: Float32) {var}:
+        out_ptr[m * out_strides[0] + n * out_strides[1]] = total + b_ptr[n * b_stride]
+
+    @always_inline
+    def write_out(sums: UnsafePointer[mut=True, Float32, _], m_first: Int, n_first: Int) {var}:
+        """The 32 by 32 sums (weight row r, x's row c at r * 32 + c) to the
+        output rows m_first.. and columns n_first.., with the bias."""
+        var m_count = min(AMX_BLOCK, rows - m_first)
+        if out_strides[1] != 1 or b_stride != 1:
+            for r in range(AMX_BLOCK):
+                for c in range(m_count):
+                    store(m_first + c, n_first + r, sums[r * AMX_BLOCK + c])
+            return
+        var v = stack_allocation[AMX_ROWS, SIMD[DType.uint32, AMX_ROWS]]()
+        comptime for r_half in range(2):
+            var n = n_first + r_half * AMX_ROWS
+            var b = (b_ptr + n).load[width=AMX_ROWS]()
+            comptime for c_half in range(2):
+                var c_first = c_half * AMX_ROWS
+                if c_first < m_count:
+                    comptime for i in range(AMX_ROWS):
+                        var at = sums + (r_half * AMX_ROWS + i) * AMX_BLOCK + c_first
+                        v[i] = at.bitcast[UInt32]().load[width=AMX_ROWS]()
+                    transpose_16(v)  # lanes: weight rows; v[j]: x's row c_first + j
+                    for j in range(min(AMX_ROWS, m_count - c_first)):
+                        var values = bitcast[DType.float32, AMX_ROWS](v[j]) + b
+                        (out_ptr + (m_first + c_first + j) * out_strides[0] + n).store(values)
+
+    def worker(index: Int) {var}:
+        configure_tiles()
+        var sums = stack_allocation[AMX_BLOCK * AMX_BLOCK, Float32]()
+        var span = claim(claims, 0, groups, 1, workers)
+        while span[0] < span[1]:
+            for group in range(span[0], span[1]):
+                var n_first = group * AMX_BLOCK
+                var w_top = w_ptr + n_first * n_in
+                var w_bottom = w_top + AMX_ROWS * n_in
+                for m in range(0, padded_rows, AMX_BLOCK):
+                    var x_left = x_panels + m * n_in
+                    var x_right = x_left + AMX_ROWS * n_in
+                    tiles_zero()
+                    for k in range(0, n_in, PAIRS):
+                        tiles_add_products(
+                            w_top + k,
+                            w_bottom + k,
+                            n_in * size_of[BFloat16](),
+                            x_left + k * AMX_ROWS,
+                            x_right + k * AMX_ROWS,
+                        )
+                    tiles_store(sums, AMX_BLOCK)
+                    write_out(sums, m, n_first)
+            span = claim(claims, 0, groups, 1, workers)
+        release_tiles()
+
+    parallelize(worker, workers)
+    for n in range(groups * AMX_BLOCK, n_out):  # the last weight rows, under a group
+        for m in range(rows):
+            store(m, n, dot_bf16(w_ptr + n * n_in, x_rows + m * n_in, n_in))
+    claims.free()
+    x_panels.free()
     x_rows.free()
 
 
