@@ -820,7 +820,13 @@ comptime AMX_ROW_BYTES = 64
 # against 0.53).
 comptime AMX_FROM = 16
 comptime AMX_GROUPS = 4  # groups of 32 weight rows laid out at a time
-comptime AMX_DIRECT_UNTIL = 64  # rows of x up to which the weights go straight into the tiles
+# Rows of x up to which the weights go straight into the tiles
+# (linear_rows_amx_direct) instead of being laid out first: at 16 rows the
+# four projections of GPT-2's blocks took 1.04-1.27x less time so, at 64
+# 1.00-1.11x; at 128 rows laying them out was 0.98-1.10x faster, at 512
+# 1.17-1.29x (the median ratios of 150-300 calls taking turns, an Intel
+# Xeon). Under 16 rows the vector dot products stay ahead of either.
+comptime AMX_DIRECT_UNTIL = 64
 
 
 @always_inline
