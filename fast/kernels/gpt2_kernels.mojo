@@ -1761,6 +1761,26 @@ def attend_block_amx(
 
 
 @always_inline
+def exp_to_bf16(x: SIMD[DType.float32, WIDTH]) -> SIMD[DType.float32, WIDTH]:
+    """exp(x) for x <= 0, to a few parts in a million: the softmax's
+    weights, which are rounded to bfloat16 (3 decimal digits) right after.
+    exp(x) = 2^t for t = x log2 e: 2^n for the whole n nearest t, made in the
+    float's exponent bits, times 2^f for the rest f (|f| <= 1/2), by
+    e^(f ln 2)'s Taylor series to its fifth power. Below 2^-126 (x < -87)
+    the weight is taken as 2^-126: nothing beside the maximum's weight of 1."""
+    var t = max(x * Float32(1.4426950408889634), Float32(-126))  # log2 e
+    var n = round(t)
+    var f = (t - n) * Float32(0.6931471805599453)  # ln 2
+    var p = f * Float32(1.0 / 120) + Float32(1.0 / 24)  # by Horner's rule
+    p = p * f + Float32(1.0 / 6)
+    p = p * f + Float32(0.5)
+    p = p * f + 1
+    p = p * f + 1
+    var two_to_n = bitcast[DType.float32, WIDTH]((n.cast[DType.int32]() + 127) << 23)
+    return p * two_to_n
+
+
+@always_inline
 def softmax_row(
     scores: UnsafePointer[Float32, _],
     weights: UnsafePointer[mut=True, BFloat16, _],
@@ -1778,13 +1798,23 @@ def softmax_row(
     for k in range(whole, visible):
         row_max = max(row_max, scores[k])
     var total = SIMD[DType.float32, WIDTH](0)
-    for k in range(0, keys, WIDTH):
-        var lanes = iota[DType.int64, WIDTH](Int64(k))
-        var weight = exp((scores + k).load[width=WIDTH]() - row_max)
-        weight = lanes.lt(Int64(visible)).select(weight, 0)
+
+    @always_inline
+    def weigh(k: Int, weight: SIMD[DType.float32, WIDTH]) {var} -> SIMD[DType.float32, WIDTH]:
+        """Stores the weights, rounded, at k; returns them as stored."""
         var rounded = rounded_to_bf16(weight)
         (weights + k).store(rounded)
-        total += rounded.cast[DType.float32]()
+        return rounded.cast[DType.float32]()
+
+    for k in range(0, whole, WIDTH):
+        total += weigh(k, exp_to_bf16((scores + k).load[width=WIDTH]() - row_max))
+    if whole < visible:  # the vector with the last visible score
+        var lanes = iota[DType.int64, WIDTH](Int64(whole))
+        var weight = exp_to_bf16((scores + whole).load[width=WIDTH]() - row_max)
+        total += weigh(whole, lanes.lt(Int64(visible)).select(weight, 0))
+        whole += WIDTH
+    for k in range(whole, keys, WIDTH):
+        (weights + k).store(SIMD[DType.bfloat16, WIDTH](0))
     return 1 / total.reduce_add()
 
 
