@@ -1662,15 +1662,15 @@ def prompt_attention_amx(
             for key in range(ATTN_KEYS):
                 var position = first + key
                 var row = qkv + sequence * qkv_strides[0] + position * qkv_strides[1]
-                var values = head_dim if position < seq else 0
+                var present = head_dim if position < seq else 0  # zeros past the prompt
                 for head in range(heads):
                     var pair = sequence * heads + head
                     var query_row = queries + pair * per_pair + position * padded_dim
-                    rounded_row(row + head * head_dim, 1, values, scale, query_row, padded_dim)
+                    rounded_row(row + head * head_dim, 1, present, scale, query_row, padded_dim)
                     comptime for part in range(2):
                         var out = staged + ((part * heads + head) * ATTN_KEYS + key) * padded_dim
                         var source = row + (part + 1) * embed + head * head_dim
-                        rounded_row(source, 1, values, 1, out, padded_dim)
+                        rounded_row(source, 1, present, 1, out, padded_dim)
             for head in range(heads):
                 var at = (sequence * heads + head) * per_pair + first * padded_dim
                 # The keys as pack_panel lays out weight rows: 16 keys' pairs of dims.
@@ -1785,7 +1785,7 @@ def attend_block_amx(
 
 
 @always_inline
-def exp_to_bf16(x: SIMD[DType.float32, WIDTH]) -> SIMD[DType.float32, WIDTH]:
+def exp_for_bf16(x: SIMD[DType.float32, WIDTH]) -> SIMD[DType.float32, WIDTH]:
     """exp(x) for x <= 0, to a few parts in a million: the softmax's
     weights, which are rounded to bfloat16 (3 decimal digits) right after.
     exp(x) = 2^t for t = x log2 e: 2^n for the whole n nearest t, made in the
@@ -1831,10 +1831,10 @@ def softmax_row(
         return rounded.cast[DType.float32]()
 
     for k in range(0, whole, WIDTH):
-        total += weigh(k, exp_to_bf16((scores + k).load[width=WIDTH]() - row_max))
+        total += weigh(k, exp_for_bf16((scores + k).load[width=WIDTH]() - row_max))
     if whole < visible:  # the vector with the last visible score
         var lanes = iota[DType.int64, WIDTH](Int64(whole))
-        var weight = exp_to_bf16((scores + whole).load[width=WIDTH]() - row_max)
+        var weight = exp_for_bf16((scores + whole).load[width=WIDTH]() - row_max)
         total += weigh(whole, lanes.lt(Int64(visible)).select(weight, 0))
         whole += WIDTH
     for k in range(whole, keys, WIDTH):
@@ -2290,9 +2290,9 @@ def decode_blocks[
                     var h = bh % heads
                     var slot = ((layer * batch + b) * heads + h) * context * head_dim
                     var query = qkv + b * 3 * embed + h * head_dim
-                    for d in range(head_dim):
-                        kc[slot + position * head_dim + d] = query[embed + d].cast[ctype]()
-                        vc[slot + position * head_dim + d] = query[2 * embed + d].cast[ctype]()
+                    var cached = slot + position * head_dim
+                    cast_values(query + embed, kc + cached, head_dim)
+                    cast_values(query + 2 * embed, vc + cached, head_dim)
                     var head_out = attended + b * embed + h * head_dim
                     attend_one_head(kc + slot, vc + slot, query, head_out, head_dim, position)
                     var head_out16 = attended16 + b * embed + h * head_dim
