@@ -65,7 +65,10 @@ def test_a_revision_without_kernels_is_named(tmp_path: Path) -> None:
 
 
 MEASURED = {  # kernels_ab's arguments beside --against HEAD: its report lines
-    "decode": ((), [f"bfloat16, 1 block, {chain.WAYS['token']}: "]),
+    "decode": (
+        ("--position", "40"),  # attention over 41 keys: runs side by side and a tail
+        [f"bfloat16, 1 block at position 40, {chain.WAYS['token']}: "],
+    ),
     "prompt": (
         ("--rows", "8"),
         [
@@ -79,7 +82,7 @@ MEASURED = {  # kernels_ab's arguments beside --against HEAD: its report lines
 @pytest.mark.parametrize("measured", MEASURED)
 def test_the_kernels_against_a_revision_run_in_turns_and_agree(measured: str) -> None:
     """The working tree's kernels against HEAD's, two rounds of one bfloat16
-    block (the decode) or of the projection kernel at 8 rows (a prompt): a
+    block (the decode, at position 40) or of the projection kernel at 8 rows (a prompt): a
     line per measurement with both versions' calls and their ratio; the
     committed kernels compute exactly what the working tree's do (CI runs a
     clean clone)."""
@@ -105,6 +108,7 @@ def test_the_kernels_against_a_revision_run_in_turns_and_agree(measured: str) ->
     [
         (("--against", "no-such-revision"), "no-such-revision"),
         (("--against", "HEAD", "--rows", "0"), "--rows must be at least 1"),
+        (("--against", "HEAD", "--position", "1024"), "--position must be from 0 to 1023"),
     ],
 )
 def test_the_kernels_against_a_bad_revision_or_count_say_so(args: tuple, named: str) -> None:

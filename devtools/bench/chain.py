@@ -80,8 +80,16 @@ def block_inputs(blocks: int, dtype_name: str) -> tuple[list, list, list, int]:
 
     from devtools.bench.profile import random_operands
 
-    cache = torch.zeros(blocks, 1, HEADS, CONTEXT, EMBED // HEADS)
-    tensors = [torch.randn(1, 1, EMBED), cache, cache.clone()]
+    # The caches in the weights' dtype, as the fast model holds them; random,
+    # so that a token at a later position (kernels_ab --position) attends
+    # over keys and values that differ.
+    generator = torch.Generator().manual_seed(0)
+    cache_shape = (blocks, 1, HEADS, CONTEXT, EMBED // HEADS)
+    key_cache, value_cache = (
+        torch.randn(cache_shape, generator=generator).to(getattr(torch, dtype_name))
+        for _ in range(2)
+    )
+    tensors = [torch.randn(1, 1, EMBED, generator=generator), key_cache, value_cache]
     parameters = []
     weight_bytes = 0
     for block in range(blocks):
@@ -104,9 +112,10 @@ def chain_graph(
     parameters: list,
     kernels: Path | None = None,
     op_prefix: str = "",
+    position: int = 0,
 ):
     """A compiled graph of `blocks` blocks read `way` ("projections",
-    "blocks" or "token"), the token's position 0, that takes x and the
+    "blocks" or "token"), the token at `position`, that takes x and the
     caches and returns the last block's output. The blocks' `parameters`
     (torch tensors, block_inputs') are its weights, as the fast model's are:
     a graph input costs MAX's `execute` about a microsecond each. The ops
@@ -121,7 +130,8 @@ def chain_graph(
     from fast.gpt2 import DTYPES, KERNELS
 
     cpu = DeviceRef.CPU()
-    cache_type = BufferType(DType.float32, [blocks, 1, HEADS, CONTEXT, EMBED // HEADS], device=cpu)
+    cache_shape = [blocks, 1, HEADS, CONTEXT, EMBED // HEADS]
+    cache_type = BufferType(DTYPES[dtype_name], cache_shape, device=cpu)
     types = [TensorType(DType.float32, [1, 1, EMBED], device=cpu), cache_type, cache_type]
     names = [f"parameter_{index}" for index in range(len(parameters))]
 
@@ -148,7 +158,7 @@ def chain_graph(
                         value_cache,
                         x,
                         constant([1e-5] * 2 * per_call, DType.float32),
-                        constant([0], DType.int64),
+                        constant([position], DType.int64),
                         constant([first], DType.int64),
                         *weights[first * len(BLOCK) : (first + per_call) * len(BLOCK)],
                     ],

@@ -6,7 +6,9 @@ A change to fast/kernels that is worth a few percent is smaller than the
 memory's own moves between two benchmark runs, or between two processes that
 take turns. Here both versions run in the same process on the same weights:
 twelve GPT-2 blocks of 124M's shapes (devtools.bench.chain's graph, one call
-per token as the fast model decodes), each version's call timed `--calls`
+per token as the fast model decodes; the token at `--position`, its
+attention over that many cached keys and values and its own, random ones in
+the weights' dtype, as the fast model caches them), each version's call timed `--calls`
 times in each round (the median counts), the two versions in alternating
 order. It prints each version's median call and the ratio of the two, round
 by round: its median, quartiles and range. `--against HEAD` on an unchanged
@@ -31,6 +33,7 @@ from common import max_runtime
 from common.cli import ArgumentParser, UsageError, exit_status
 from common.steps import REPO
 from devtools.bench.chain import (
+    CONTEXT,
     EMBED,
     WAYS,
     add_round_arguments,
@@ -80,18 +83,25 @@ def kernels_at(revision: str, directory: Path) -> Path:
 
 
 def measure(
-    revision: str, kernels: Path, dtype_name: str, blocks: int, rounds: int, calls: int, way: str
+    revision: str,
+    kernels: Path,
+    dtype_name: str,
+    blocks: int,
+    rounds: int,
+    calls: int,
+    way: str,
+    position: int = 0,
 ) -> dict:
     """Seconds per call of each version (the median of `calls`, per round),
     the rounds alternating which goes first, and the largest difference
     between their outputs; the revision's kernels are in `kernels`
-    (kernels_at)."""
+    (kernels_at); the token at `position` of the caches."""
     # the torch tensors lend the buffers their memory: kept until the return
     buffers, _tensors, parameters, _ = block_inputs(blocks, dtype_name)
-    graphs = {"working tree": chain_graph(blocks, dtype_name, way, parameters)}
+    graphs = {"working tree": chain_graph(blocks, dtype_name, way, parameters, position=position)}
     with revision_builds(revision):
         graphs[revision] = chain_graph(
-            blocks, dtype_name, way, parameters, kernels=kernels, op_prefix=PREFIX
+            blocks, dtype_name, way, parameters, kernels, PREFIX, position
         )
     return compare(graphs, buffers, revision, dtype_name, rounds, calls)
 
@@ -200,9 +210,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="N",
         help="the projection kernel at N rows of x (a prompt) instead of the decode's blocks",
     )
+    parser.add_argument(
+        "--position",
+        type=int,
+        default=0,
+        metavar="P",
+        help="the decoded token's position: its attention reads P + 1 cached keys and values",
+    )
     args = parse_round_arguments(parser, argv)
     if args.rows is not None and args.rows < 1:
         parser.error("--rows must be at least 1")
+    if not 0 <= args.position < CONTEXT:
+        parser.error(f"--position must be from 0 to {CONTEXT - 1}")
     return args
 
 
@@ -212,8 +231,9 @@ def runs(args: argparse.Namespace, kernels: Path):
     for dtype_name in args.dtypes:
         if args.rows is None:
             blocks = f"{args.blocks} block{'s' if args.blocks != 1 else ''}"
-            result = measure(*versions, dtype_name, args.blocks, args.rounds, args.calls, args.way)
-            yield f"{blocks}, {WAYS[args.way]}", result
+            counts = (args.blocks, args.rounds, args.calls)
+            result = measure(*versions, dtype_name, *counts, args.way, args.position)
+            yield f"{blocks} at position {args.position}, {WAYS[args.way]}", result
             continue
         for name, shape in PROJECTIONS.items():
             rows = f"{args.rows} row{'s' if args.rows != 1 else ''}"

@@ -1228,8 +1228,8 @@ struct CacheWrite:
 # with the values go over the whole matrix again. Here each core takes a block
 # of PROMPT_ROWS queries of one head at a time and goes through the keys up to
 # the block's last query, PROMPT_KEYS keys at a time, with the softmax
-# computed online (a running max and sum per query, as attend_one_head does
-# for one token): half the scores, none of them stored. The keys are
+# computed online (a running max and sum per query): half the scores, none
+# of them stored. The keys are
 # transposed once per head ([head_dim, seq]), so that one vector holds WIDTH
 # keys' values of one dimension and the scores of a block of queries against
 # them are multiply-adds of a query's value (broadcast) by that vector, with
@@ -2061,6 +2061,65 @@ def smallest_claim(weight: InputTensor[rank=2, ...]) -> Int:
     return smallest_claim[weight.dtype](weight.dim_size(1))
 
 
+comptime KEY_STREAMS = 4
+
+
+@always_inline
+def score_and_ask[
+    ctype: DType
+](
+    key_cache: UnsafePointer[Scalar[ctype], _],
+    value_cache: UnsafePointer[Scalar[ctype], _],
+    query: UnsafePointer[Float32, _],
+    head_dim: Int,
+    t: Int,
+) -> Float32:
+    """q . k_t, and v_t asked for from memory (attend_one_head's third pass
+    reads it from the cache)."""
+    var k_row = key_cache + t * head_dim
+    var v_row = value_cache + t * head_dim
+    comptime line = LINE_BYTES // size_of[ctype]()
+    for d in range(0, head_dim, line):
+        prefetch(v_row + d)
+    var vector_end = head_dim - head_dim % WIDTH
+    var dot = SIMD[DType.float32, WIDTH](0)
+    for d in range(0, vector_end, WIDTH):
+        var k = (k_row + d).load[width=WIDTH]().cast[DType.float32]()
+        dot += (query + d).load[width=WIDTH]() * k
+    var score = dot.reduce_add()
+    for d in range(vector_end, head_dim):
+        score += query[d] * k_row[d].cast[DType.float32]()
+    return score
+
+
+comptime GPT2_HEAD_DIM = 64  # every GPT-2's, from 124M to 1.5B
+
+
+@always_inline
+def weighted_values[
+    vectors: Int, ctype: DType
+](
+    value_cache: UnsafePointer[Scalar[ctype], _],
+    weights: UnsafePointer[Float32, _],
+    count: Int,
+    inverse: Float32,
+    dest: UnsafePointer[mut=True, Float32, _],
+):
+    """dest = inverse * sum over t < count of weights[t] * v_t, for rows of
+    `vectors` vectors: the sums stay in registers from the first row to the last."""
+    comptime dim = vectors * WIDTH
+    var sums = stack_allocation[vectors, SIMD[DType.float32, WIDTH]]()
+    comptime for i in range(vectors):
+        sums[i] = 0
+    for t in range(count):
+        var v_row = value_cache + t * dim
+        var weight = weights[t]
+        comptime for i in range(vectors):
+            sums[i] += weight * (v_row + i * WIDTH).load[width=WIDTH]().cast[DType.float32]()
+    comptime for i in range(vectors):
+        (dest + i * WIDTH).store(sums[i] * inverse)
+
+
 def attend_one_head[
     ctype: DType
 ](
@@ -2070,42 +2129,68 @@ def attend_one_head[
     dest: UnsafePointer[mut=True, Float32, _],
     head_dim: Int,
     position: Int,
+    scores: UnsafePointer[mut=True, Float32, _],
 ):
     """dest = softmax(q . k_t / sqrt(head_dim)) over t = 0..position, times v_t;
     key_cache and value_cache point at this head's [context, head_dim]
-    (float32, or bfloat16 widened as it is read).
-    The softmax is computed online (a running max and sum), in one pass over
-    the cache, accumulating straight into `dest`."""
+    (float32, or bfloat16 widened as it is read); `scores` is scratch for
+    position + 1 floats.
+    In three passes, none of which waits on the position before it: the
+    scores, KEY_STREAMS runs of keys side by side with each key's values
+    asked for from memory; their exponentials, a vector at a time; the
+    weighted values, read from the cache. A softmax computed online (a
+    running maximum and sum, one pass) chains two exponentials from each
+    position to the next, and on the Intel Xeon of docs/src/performance.md
+    that chain, not the memory, set the attention's pace."""
     var scale = Float32(1.0) / sqrt(Float32(head_dim))
     var vector_end = head_dim - head_dim % WIDTH
+    var count = position + 1
+    var highest = Float32.MIN
+    # KEY_STREAMS streams of keys side by side, each a run of the positions,
+    # and beside each its values' rows asked for.
+    var part = count // KEY_STREAMS
+    for t in range(part):
+        var dots = SIMD[DType.float32, KEY_STREAMS](0)
+        comptime for s in range(KEY_STREAMS):
+            dots[s] = score_and_ask[ctype](key_cache, value_cache, query, head_dim, t + s * part)
+        dots *= scale
+        comptime for s in range(KEY_STREAMS):
+            scores[t + s * part] = dots[s]
+        highest = max(highest, dots.reduce_max())
+    for t in range(KEY_STREAMS * part, count):
+        var score = score_and_ask[ctype](key_cache, value_cache, query, head_dim, t) * scale
+        scores[t] = score
+        highest = max(highest, score)
+    # The weights exp(score - highest), in place of the scores, and their sum.
+    var sums = SIMD[DType.float32, WIDTH](0)
+    var t = 0
+    while t + WIDTH <= count:
+        var weights = exp((scores + t).load[width=WIDTH]() - highest)
+        (scores + t).store(weights)
+        sums += weights
+        t += WIDTH
+    var total = sums.reduce_add()
+    for tail_t in range(t, count):
+        var weight = exp(scores[tail_t] - highest)
+        scores[tail_t] = weight
+        total += weight
+    var inverse = 1 / total
+    comptime if GPT2_HEAD_DIM % WIDTH == 0:
+        if head_dim == GPT2_HEAD_DIM:  # the sums in registers (4 of AVX-512, 8 of AVX2)
+            weighted_values[GPT2_HEAD_DIM // WIDTH](value_cache, scores, count, inverse, dest)
+            return
     for d in range(head_dim):
         dest[d] = 0
-    var running_max = Float32.MIN
-    var running_sum = Float32(0)
-    for t in range(position + 1):
-        var k_row = key_cache + t * head_dim
-        var v_row = value_cache + t * head_dim
-        var dot = SIMD[DType.float32, WIDTH](0)
+    for t_v in range(count):
+        var v_row = value_cache + t_v * head_dim
+        var weight = scores[t_v]
         for d in range(0, vector_end, WIDTH):
-            var k = (k_row + d).load[width=WIDTH]().cast[DType.float32]()
-            dot += (query + d).load[width=WIDTH]() * k
-        var score = dot.reduce_add()
-        for d in range(vector_end, head_dim):
-            score += query[d] * k_row[d].cast[DType.float32]()
-        score *= scale
-        var new_max = max(running_max, score)
-        var correction = exp(running_max - new_max)
-        var weight = exp(score - new_max)
-        running_sum = running_sum * correction + weight
-        for d in range(0, vector_end, WIDTH):
-            var old = (dest + d).load[width=WIDTH]()
             var v = (v_row + d).load[width=WIDTH]().cast[DType.float32]()
-            (dest + d).store(old * correction + weight * v)
+            (dest + d).store((dest + d).load[width=WIDTH]() + weight * v)
         for d in range(vector_end, head_dim):
-            dest[d] = dest[d] * correction + weight * v_row[d].cast[DType.float32]()
-        running_max = new_max
+            dest[d] += weight * v_row[d].cast[DType.float32]()
     for d in range(head_dim):
-        dest[d] /= running_sum
+        dest[d] *= inverse
 
 
 # A block's parameters, in the order the decode kernels take them: the layer
@@ -2233,6 +2318,8 @@ def decode_blocks[
     var activated = alloc[Float32](batch * inner)
     var activated16 = alloc[BFloat16](batch * inner)
     var counters = new_counters(2 * STEPS * blocks)
+    var workers = num_physical_cores()
+    var scores = alloc[Float32](workers * context)  # each worker's attention scratch
     var h_strides = hidden.strides()
     var h_in = hidden.unsafe_ptr()
     for b in range(batch):
@@ -2244,8 +2331,6 @@ def decode_blocks[
     var vc = value_cache.unsafe_ptr().bitcast[Scalar[ctype]]()
     var claim_embed = smallest_claim[wtype](embed)
     var claim_inner = smallest_claim[wtype](inner)
-
-    var workers = num_physical_cores()
 
     def worker(index: Int) {var}:
         for block in range(blocks):
@@ -2294,7 +2379,10 @@ def decode_blocks[
                     cast_values(query + embed, kc + cached, head_dim)
                     cast_values(query + 2 * embed, vc + cached, head_dim)
                     var head_out = attended + b * embed + h * head_dim
-                    attend_one_head(kc + slot, vc + slot, query, head_out, head_dim, position)
+                    attend_one_head(
+                        kc + slot, vc + slot, query, head_out, head_dim, position,
+                        scores + index * context,
+                    )
                     var head_out16 = attended16 + b * embed + h * head_dim
                     for d in range(head_dim):
                         head_out16[d] = head_out[d].cast[DType.bfloat16]()
@@ -2382,6 +2470,7 @@ def decode_blocks[
     activated.free()
     activated16.free()
     counters.free()
+    scores.free()
 
 
 @extensibility.register("gpt2_decode_blocks")
