@@ -364,6 +364,7 @@ class FastGenerator:
     def __init__(self, model: FastGPT2, batch: int = 1) -> None:
         config = model.config
         self.config = config
+        self.batch = batch
         self.device = model.device
         self.on_host = self.device == CPU()
         self.dtype = model.lm_head.weight.dtype
@@ -385,17 +386,20 @@ class FastGenerator:
         # Two buffers of their own: two Tensor.zeros of one shape can come
         # back as one buffer (MAX merges equal constants), and the graphs
         # write into these.
-        self.key_cache, self.value_cache = (
-            Tensor(storage=Buffer.zeros(cache_shape, cache_dtype, self.device)) for _ in range(2)
-        )
+        caches = [Buffer.zeros(cache_shape, cache_dtype, self.device) for _ in range(2)]
+        self.key_cache, self.value_cache = (Tensor(storage=cache) for cache in caches)
         self.pollers_set_aside: list[int] = []
         if self.on_host:
+            # A decoded token's id and position, written in place into buffers
+            # the decode graph reads: see decoded_logits.
+            ids, first = (Buffer.zeros(shape, DType.int64, CPU()) for shape in ([batch, 1], [1]))
+            self._decode_ids, self._decode_start = ids.to_numpy(), first.to_numpy()  # views
+            self._decode_buffers = (ids, *caches, first)
             # MAX starts a logging thread that polls at a process's first
             # execute, and on a small CPU it takes cores from our kernels: one
             # token now (at position 0, which every prompt overwrites) starts
             # it, so that it can be set aside before the first timed call.
-            ids, first = np.zeros([batch, 1], dtype=np.int64), np.zeros([1], dtype=np.int64)
-            self.decode(*self._inputs(ids, first))
+            self.decode.execute_raw(*self._decode_buffers)
             self.pollers_set_aside = max_runtime.demote_idle_pollers()
 
     def _inputs(self, ids: np.ndarray, first: np.ndarray) -> tuple:
@@ -408,6 +412,8 @@ class FastGenerator:
 
     def logits(self, token_ids: Sequence[int], start: int = 0) -> np.ndarray:
         """Last-position logits [vocab] of `token_ids` placed at `start`."""
+        if len(token_ids) == 1 and self.on_host and self.batch == 1:
+            return self.decoded_logits(token_ids[0], start)
         step = self.prefill if len(token_ids) > 1 else self.decode
         # The arrays must outlive the call: the tensors borrow their memory.
         ids = np.asarray([token_ids], dtype=np.int64)
@@ -416,6 +422,17 @@ class FastGenerator:
         # A copy: the array to_numpy() returns shares the output's memory,
         # which MAX may hand to a later call once `logits` is gone.
         return np.array((logits if self.on_host else logits.to(CPU())).to_numpy()[0])
+
+    def decoded_logits(self, token_id: int, start: int) -> np.ndarray:
+        """logits([token_id], start) on the host, the way a decoded token needs
+        it: the id and position go into the decode graph's own input buffers,
+        and the graph runs on buffers (execute_raw), without the tensors a
+        call wraps its arguments and results in or its checks of them, which
+        cost a 124M token about 0.1 ms of 11 (docs/src/performance.md)."""
+        self._decode_ids[0, 0] = token_id
+        self._decode_start[0] = start
+        (logits,) = self.decode.execute_raw(*self._decode_buffers)
+        return np.array(logits.to_numpy()[0])  # a copy, as in logits()
 
     def generate(
         self,
