@@ -1229,11 +1229,10 @@ struct CacheWrite:
 # of PROMPT_ROWS queries of one head at a time and goes through the keys up to
 # the block's last query, PROMPT_KEYS keys at a time, with the softmax
 # computed online (a running max and sum per query): half the scores, none
-# of them stored. The keys are
-# transposed once per head ([head_dim, seq]), so that one vector holds WIDTH
-# keys' values of one dimension and the scores of a block of queries against
-# them are multiply-adds of a query's value (broadcast) by that vector, with
-# no sums across a vector's lanes. At 512 tokens, twelve heads of 64: 1.7x
+# of them stored. The keys are transposed once per head ([head_dim, seq]), so
+# that one vector holds WIDTH keys' values of one dimension and the scores of
+# a block of queries against them are multiply-adds of a query's value
+# (broadcast) by that vector, with no sums across a vector's lanes. At 512 tokens, twelve heads of 64: 1.7x
 # MAX's operations, and the 124M model's prompt 1.05-1.06x sooner (AMD EPYC,
 # 2 cores, in one process taking turns; docs/src/performance.md). Twelve
 # queries a block did no better; four against four vectors of keys, worse.
@@ -2061,6 +2060,7 @@ def smallest_claim(weight: InputTensor[rank=2, ...]) -> Int:
     return smallest_claim[weight.dtype](weight.dim_size(1))
 
 
+# Runs of keys a decoded token's attention reads side by side (4 beat 2 and 8).
 comptime KEY_STREAMS = 4
 
 
