@@ -7,10 +7,10 @@ memory's own moves between two benchmark runs, or between two processes that
 take turns. Here both versions run in the same process on the same weights:
 twelve GPT-2 blocks of 124M's shapes (devtools.bench.chain's graph, one call
 per token as the fast model decodes; the token at `--position`, its
-attention over that many cached keys and values and its own, random ones in
-the weights' dtype, as the fast model caches them), each version's call timed `--calls`
-times in each round (the median counts), the two versions in alternating
-order. It prints each version's median call and the ratio of the two, round
+attention over that many cached keys and values and its own, random ones
+in the weights' dtype, as the fast model caches them), each version's call
+timed `--calls` times in each round (the median counts), the two versions
+in alternating order. It prints each version's median call and the ratio of the two, round
 by round: its median, quartiles and range. `--against HEAD` on an unchanged
 tree measures the kernel against a copy of itself: what a run can resolve.
 
@@ -101,7 +101,13 @@ def measure(
     graphs = {"working tree": chain_graph(blocks, dtype_name, way, parameters, position=position)}
     with revision_builds(revision):
         graphs[revision] = chain_graph(
-            blocks, dtype_name, way, parameters, kernels, PREFIX, position
+            blocks,
+            dtype_name,
+            way,
+            parameters,
+            kernels=kernels,
+            op_prefix=PREFIX,
+            position=position,
         )
     return compare(graphs, buffers, revision, dtype_name, rounds, calls)
 

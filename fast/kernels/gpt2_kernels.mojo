@@ -1232,10 +1232,11 @@ struct CacheWrite:
 # of them stored. The keys are transposed once per head ([head_dim, seq]), so
 # that one vector holds WIDTH keys' values of one dimension and the scores of
 # a block of queries against them are multiply-adds of a query's value
-# (broadcast) by that vector, with no sums across a vector's lanes. At 512 tokens, twelve heads of 64: 1.7x
-# MAX's operations, and the 124M model's prompt 1.05-1.06x sooner (AMD EPYC,
-# 2 cores, in one process taking turns; docs/src/performance.md). Twelve
-# queries a block did no better; four against four vectors of keys, worse.
+# (broadcast) by that vector, with no sums across a vector's lanes. At 512
+# tokens, twelve heads of 64: 1.7x MAX's operations, and the 124M model's
+# prompt 1.05-1.06x sooner (AMD EPYC, 2 cores, in one process taking turns;
+# docs/src/performance.md). Twelve queries a block did no better; four
+# against four vectors of keys, worse.
 
 comptime PROMPT_ROWS = 8  # the queries of a block, each a vector of scores
 comptime PROMPT_KEYS = 2 * WIDTH  # the keys each query of a block scores at once
@@ -2081,6 +2082,9 @@ def score_and_ask[
     comptime line = LINE_BYTES // size_of[ctype]()
     for d in range(0, head_dim, line):
         prefetch(v_row + d)
+    # One sum, not dot_widening's four: four runs of keys already keep four
+    # dot products in flight, and dot_widening here made twelve bfloat16
+    # blocks at position 512 0.96x as fast (10 rounds taking turns).
     var vector_end = head_dim - head_dim % WIDTH
     var dot = SIMD[DType.float32, WIDTH](0)
     for d in range(0, vector_end, WIDTH):
