@@ -133,7 +133,7 @@ def emulated_main(pytest_args: list[str]) -> int:
     max_runtime.prepare()
     import pytest
 
-    from fast.gpt2 import kernels_built_for
+    from fast.kernel_ops import kernels_built_for
 
     bf16_dot, width, amx = kernels_built_for()
     print(

@@ -39,7 +39,6 @@ tests/test_fast.py checks its logits and greedy tokens against the tutorial mode
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -50,17 +49,24 @@ from max.dtype import DType
 from max.experimental import functional as F
 from max.experimental.nn import Linear
 from max.experimental.tensor import Tensor, default_device, default_dtype
-from max.graph import BufferType, Graph, TensorType
+from max.graph import BufferType, TensorType
 
 from common import max_runtime
 from fast.bfloat16 import to_bfloat16
+from fast.kernel_ops import (
+    FLOAT32,
+    as_float32,
+    bias_or_zeros,
+    cache_kernel,
+    kernels_built_for,
+    linear_rows,
+    prompt_attention,
+)
 from solutions.solution_02 import causal_mask
 from solutions.solution_13 import MaxGPT2LMHeadModel
 from solutions.solution_14 import sample_next_token
 
 DTYPES = {"float32": DType.float32, "bfloat16": DType.bfloat16}
-KERNELS = Path(__file__).with_name("kernels")  # gpt2_kernels.mojo, built by MAX on first use
-FLOAT32 = DType.float32
 
 
 class FastGPT2(MaxGPT2LMHeadModel):
@@ -99,7 +105,9 @@ class FastGPT2(MaxGPT2LMHeadModel):
         transformer = self.transformer
         seq_length = input_ids.shape[1]
         positions = Tensor.arange(seq_length, dtype=DType.int64, device=input_ids.device) + start
-        hidden_states = _f32(transformer.wte(input_ids)) + _f32(transformer.wpe(positions))
+        hidden_states = as_float32(transformer.wte(input_ids)) + as_float32(
+            transformer.wpe(positions)
+        )
         blocks = self._decode_blocks if seq_length == 1 else self._prompt_blocks
         hidden_states = blocks(hidden_states, key_cache, value_cache, start)
         last = _layer_norm(transformer.ln_f, hidden_states[:, -1:])  # only the last position
@@ -117,7 +125,7 @@ class FastGPT2(MaxGPT2LMHeadModel):
             qkv = self._linear(attention.c_attn, _layer_norm(block.ln_1, hidden_states))
             # The keys and values from qkv into the caches, graph buffers the kernel writes.
             cache = [key_cache.__buffervalue__(), value_cache.__buffervalue__()]
-            _kernel("gpt2_cache_write", [*cache, qkv, start], index)
+            cache_kernel("gpt2_cache_write", [*cache, qkv, start], index)
             bf16 = attention.c_attn.weight.dtype == DType.bfloat16 and self.bf16_dot
             attn_output = prompt_attention(qkv, heads, bf16)
             hidden_states = hidden_states + self._linear(attention.c_proj, attn_output)
@@ -146,15 +154,15 @@ class FastGPT2(MaxGPT2LMHeadModel):
                 (block.ln_1, attention.c_attn, attention.c_proj),
                 (block.ln_2, mlp.c_fc, mlp.c_proj),
             ):
-                parameters += [norm.weight, norm.bias, first.weight, _bias(first, device)]
-                parameters += [second.weight, _bias(second, device)]
+                parameters += [norm.weight, norm.bias, first.weight, bias_or_zeros(first, device)]
+                parameters += [second.weight, bias_or_zeros(second, device)]
         matrices = [p if p.rank == 2 else p.reshape([1, p.shape[0]]) for p in parameters]
         name = "gpt2_decode_blocks" if self.bf16_dot else "gpt2_decode_blocks_widening"
         cache = [key_cache.__buffervalue__(), value_cache.__buffervalue__()]
         epsilon = Tensor(epsilons, dtype=FLOAT32, device=device)
         out_type = TensorType(FLOAT32, hidden_states.shape, device=device)
         values = [*cache, hidden_states, epsilon, start]
-        return _kernel(name, values, 0, out_type, parameters=matrices)
+        return cache_kernel(name, values, 0, out_type, parameters=matrices)
 
     def _linear(self, layer: Linear, x: Tensor) -> Tensor:
         """layer(x) for float32 x [batch, seq, in]: our kernel for one position
@@ -162,10 +170,10 @@ class FastGPT2(MaxGPT2LMHeadModel):
         bfloat16 dot products (its tiles); MAX's float32 matmul otherwise."""
         batch, seq_length, n_in = x.shape
         n_out = layer.weight.shape[0]
-        bias = _f32(_bias(layer, x.device, FLOAT32))
+        bias = as_float32(bias_or_zeros(layer, x.device, FLOAT32))
         tiles = layer.weight.dtype == DType.bfloat16 and self.bf16_dot and kernels_built_for()[0]
         if seq_length != 1 and not tiles:
-            return x @ _f32(layer.weight).T + bias
+            return x @ as_float32(layer.weight).T + bias
         rows = linear_rows(layer, x.reshape([-1, n_in]), bias, widening=not self.bf16_dot)
         return rows.reshape([batch, seq_length, n_out])
 
@@ -213,122 +221,11 @@ class FastGPT2(MaxGPT2LMHeadModel):
         return self.lm_head(last).cast(FLOAT32)
 
 
-def _f32(tensor: Tensor) -> Tensor:
-    return tensor if tensor.dtype == FLOAT32 else tensor.cast(FLOAT32)
-
-
 def _layer_norm(norm, x: Tensor) -> Tensor:
     """Step 03's LayerNorm on float32 activations, whatever its weights' dtype."""
-    return F.layer_norm(x, gamma=_f32(norm.weight), beta=_f32(norm.bias), epsilon=norm.eps)
-
-
-@functools.cache
-def kernels_built_for() -> tuple[bool, int, bool]:
-    """(AVX512_BF16's dot products, float32 lanes a vector: 16 with AVX-512,
-    8 with AVX2, a prompt's rows through AMX's tiles) of our kernels as MAX
-    builds them and this CPU runs them. Asked of the kernels (a one-op graph,
-    once per process): what the compiler enables can differ from the CPU."""
-    from max.engine import InferenceSession
-    from max.graph import DeviceRef, ops
-
-    library = max_runtime.precompiled(KERNELS)
-    with Graph("built_for", input_types=[], custom_extensions=[library]) as graph:
-        facts_type = TensorType(DType.int32, [3], device=DeviceRef.CPU())
-        graph.output(ops.custom("gpt2_built_for", DeviceRef.CPU(), [], [facts_type])[0])
-    bf16_dot, width, amx = InferenceSession(devices=[CPU()]).load(graph).execute()[0].to_numpy()
-    return bool(bf16_dot), int(width), bool(amx)
-
-
-def _bias(layer: Linear, device, dtype: DType | None = None) -> Tensor:
-    """The layer's bias as stored, or zeros for Linear(bias=False) (which
-    holds a 0), in `dtype` (by default its weight's)."""
-    if isinstance(layer.bias, Tensor):
-        return layer.bias
-    zeros_dtype = layer.weight.dtype if dtype is None else dtype
-    return Tensor.zeros([layer.weight.shape[0]], dtype=zeros_dtype, device=device)
-
-
-def linear_rows(
-    layer: Linear, rows: Tensor, bias: Tensor | None = None, *, widening: bool = False
-) -> Tensor:
-    """layer(rows) for float32 rows [m, in] through our kernel, which reads
-    each weight row once for all m rows: the fastest way for a few rows,
-    slower than MAX's matmul from a few dozen on (but with bfloat16 weights
-    and the CPU's bfloat16 dot products). `widening`: bfloat16 weights
-    widened to float32 even where the dot products are. Returns float32 [m, out]."""
-    bias = _f32(_bias(layer, rows.device, FLOAT32)) if bias is None else bias
-    name = "gpt2_linear_rows_widening" if widening else "gpt2_linear_rows"
-    return _custom(name, [rows, layer.weight, bias], [rows.shape[0], layer.weight.shape[0]])
-
-
-def prompt_attention(qkv: Tensor, heads: int, bf16: bool = False) -> Tensor:
-    """Causal self-attention of a prompt on an empty cache through our kernel,
-    which computes only the scores a query may see: qkv is c_attn's float32
-    output [batch, seq, 3 * embed]; returns the heads merged, [batch, seq, embed].
-    With `bf16` (a bfloat16 model), in bfloat16 through AMX's tiles where the CPU has them."""
-    batch, seq_length, width = qkv.shape
-    values = [qkv, Tensor([heads], dtype=DType.int64, device=qkv.device)]
-    name = "gpt2_prompt_attention_bf16" if bf16 else "gpt2_prompt_attention"
-    return _custom(name, values, [batch, seq_length, int(width) // 3])
-
-
-def _custom(name: str, values: list, out_shape: list) -> Tensor:
-    """Our kernel `name` on `values`, one float32 output of `out_shape`."""
-    device = values[0].device
-    out_type = TensorType(FLOAT32, out_shape, device=device)
-    return F.custom(name, device, values, [out_type], custom_extensions=_kernel_library())[0]
-
-
-def linear_few_or_many(layer: Linear, rows: Tensor, kernel_rows: int) -> Tensor:
-    """layer(rows) for rows [m, in] whose count is known only when the graph
-    runs (a server's batch): our kernel for at most `kernel_rows` rows (a
-    batch of decoded tokens), MAX's matmul for more (a prompt). The graph
-    holds both and picks one per call. Returns float32 [m, out]."""
-    # The parameters enter the graph where first used: here, outside both
-    # branches, so that each branch may read them.
-    for parameter in (layer.weight, layer.bias):
-        if isinstance(parameter, Tensor):
-            parameter.__tensorvalue__()
-    count = F.shape_to_tensor([rows.shape[0]]).reshape([])
-    few = count <= kernel_rows
-    out_type = TensorType(FLOAT32, [rows.shape[0], layer.weight.shape[0]], device=rows.device)
-    (output,) = F.cond(
-        few,
-        [out_type],
-        lambda: linear_rows(layer, _f32(rows)),
-        # Linear's own product, whatever forward a subclass of it has.
-        lambda: _f32(Linear.forward(layer, rows)),
+    return F.layer_norm(
+        x, gamma=as_float32(norm.weight), beta=as_float32(norm.bias), epsilon=norm.eps
     )
-    return output
-
-
-def _kernel_library() -> Path | None:
-    """KERNELS, built, for the first of our ops in the graph being built, then
-    None: a 12-layer graph calls our kernels 61 times."""
-    return None if Graph.current.kernel_libraries_paths else max_runtime.precompiled(KERNELS)
-
-
-def _kernel(
-    name: str,
-    values: list,
-    layer: int,
-    out_type: TensorType | None = None,
-    parameters: Sequence[Tensor] = (),
-):
-    """One of our in-place cache kernels from transformer layer `layer` on:
-    its `values`, the layer, then the blocks' `parameters`."""
-    device = values[0].device
-    # The layer is a run-time input, not a kernel parameter: one compiled
-    # kernel serves all twelve layers.
-    layer_index = Tensor([layer], dtype=DType.int64, device=device)
-    outputs = F.inplace_custom(
-        name,
-        device.to_device(),
-        [*values, layer_index, *parameters],
-        [out_type] if out_type is not None else None,
-        custom_extensions=_kernel_library(),
-    )
-    return outputs[0] if out_type is not None else None
 
 
 def load(

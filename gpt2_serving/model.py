@@ -41,7 +41,7 @@ from max.pipelines.lib.interfaces.arch_config import (
 from max.pipelines.modeling.config_enums import SupportedEncoding, supported_encoding_dtype
 
 from common import max_runtime
-from fast import gpt2 as fast_gpt2
+from fast.kernel_ops import linear_few_or_many
 from solutions.solution_01 import GPT2Config
 from solutions.solution_15 import to_max_layout
 from solutions.solution_18 import PagedGPT2LMHeadModel, cache_shape
@@ -133,7 +133,7 @@ KERNEL_ROWS = 8
 
 class KernelLinear(Linear):
     """A Linear whose product reads each weight row once for the whole batch
-    when the batch is small (fast/gpt2.py's kernel): decoding is
+    when the batch is small (fast/kernel_ops.py's linear_rows): decoding is
     memory-bound, so reading the weights fast is what counts. Its output
     keeps the input's dtype."""
 
@@ -147,7 +147,7 @@ class KernelLinear(Linear):
         return kernel
 
     def forward(self, x: Tensor) -> Tensor:
-        return fast_gpt2.linear_few_or_many(self, x, KERNEL_ROWS).cast(x.dtype)
+        return linear_few_or_many(self, x, KERNEL_ROWS).cast(x.dtype)
 
 
 def with_kernel_linears(module: Module) -> None:

@@ -34,20 +34,20 @@ def test_an_emulated_cpu_with_avx512_runs_no_test(
 ) -> None:
     """Kernels built with 16 lanes or the bfloat16 dot products would run the
     code this machine runs natively: the emulated run refuses them."""
-    from fast import gpt2
+    from fast import kernel_ops
 
     ran = []
-    monkeypatch.setattr(gpt2, "kernels_built_for", lambda: (True, 16, False))
+    monkeypatch.setattr(kernel_ops, "kernels_built_for", lambda: (True, 16, False))
     monkeypatch.setattr(pytest, "main", lambda args: ran.append(args) or 0)
     assert emulate_avx2.emulated_main([]) == 1
     assert ran == [] and "not AVX2 without AVX-512" in capsys.readouterr().err
 
 
 def test_an_avx2_build_runs_the_row_kernels_tests(monkeypatch: pytest.MonkeyPatch) -> None:
-    from fast import gpt2
+    from fast import kernel_ops
 
     ran = []
-    monkeypatch.setattr(gpt2, "kernels_built_for", lambda: emulate_avx2.EXPECTED)
+    monkeypatch.setattr(kernel_ops, "kernels_built_for", lambda: emulate_avx2.EXPECTED)
     monkeypatch.setattr(pytest, "main", lambda args: ran.append(args) or 0)
     assert emulate_avx2.emulated_main([]) == 0
     assert ran[0][-3:] == ["tests/test_fast.py", "-k", emulate_avx2.DEFAULT_TESTS]

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from common import max_runtime
-from fast import bfloat16
+from fast import bfloat16, kernel_ops
 from fast import devices as fast_devices
 from fast import gpt2 as fast_gpt2
 from solutions.solution_14 import generate_tokens
@@ -262,7 +262,7 @@ def test_the_kernels_take_their_vector_width_from_the_cpu() -> None:
     flags = cpu_flags()
     if "avx2" not in flags:
         pytest.skip("not an x86-64 CPU with AVX2: no width to expect")
-    bf16_dot, width, amx = fast_gpt2.kernels_built_for()
+    bf16_dot, width, amx = kernel_ops.kernels_built_for()
     assert width == (16 if "avx512f" in flags else 8)
     if "avx512f" in flags:
         assert bf16_dot == ("avx512_bf16" in flags)
@@ -352,7 +352,7 @@ def check_row_kernel(graph, n_in: int, row_counts: list[int], dtype_name: str, k
     dot_products = (
         dtype_name == "bfloat16"
         and kernel in ("gpt2_linear_rows", "gpt2_linear_rows_dot")
-        and fast_gpt2.kernels_built_for()[0]
+        and kernel_ops.kernels_built_for()[0]
     )
     for rows in row_counts:
         x = rng.standard_normal((rows, n_in)).astype(np.float32)
@@ -388,7 +388,7 @@ def test_few_rows_and_many_rows_give_one_answer() -> None:
             self.layer = Linear(37, 40)
 
         def forward(self, x):
-            return fast_gpt2.linear_few_or_many(self.layer, x, kernel_rows=3)
+            return kernel_ops.linear_few_or_many(self.layer, x, kernel_rows=3)
 
     with F.lazy():
         projection = Projection()

@@ -77,7 +77,7 @@ def test_the_bfloat16_models_prompt_attention_is_causal_attention_in_bfloat16(
     weight: a fiftieth of the outputs' spread allowed, where the kernel
     lands within a two-hundredth); heads of 96 take one tile of 16 dims
     after four. Elsewhere: gpt2_prompt_attention's result, exactly."""
-    from fast.gpt2 import kernels_built_for
+    from fast.kernel_ops import kernels_built_for
 
     graph = profile.prompt_attention_graph(heads * head_dim, "gpt2_prompt_attention_bf16")
     float32_graph = profile.prompt_attention_graph(heads * head_dim)

@@ -127,7 +127,8 @@ def chain_graph(
     from max.engine import InferenceSession
     from max.graph import BufferType, DeviceRef, Graph, TensorType, Weight, ops
 
-    from fast.gpt2 import DTYPES, KERNELS
+    from fast.gpt2 import DTYPES
+    from fast.kernel_ops import KERNELS
 
     cpu = DeviceRef.CPU()
     cache_shape = [blocks, 1, HEADS, CONTEXT, EMBED // HEADS]

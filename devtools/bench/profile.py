@@ -71,7 +71,7 @@ def kernel_ops(dtype_name: str) -> dict[str, str]:
     products (which the model's kernel uses), the widening path a CPU
     without them takes; on one with AMX too (which the model's kernel uses
     from AMX_FROM rows), the vector dot products alone."""
-    from fast.gpt2 import kernels_built_for
+    from fast.kernel_ops import kernels_built_for
 
     ops = {"our_kernel": "gpt2_linear_rows"}
     bf16_dot, _width, amx = kernels_built_for()
@@ -100,7 +100,8 @@ def one_op_graphs(
     from max.engine import InferenceSession
     from max.graph import DeviceRef, Graph, TensorType, ops
 
-    from fast.gpt2 import DTYPES, KERNELS
+    from fast.gpt2 import DTYPES
+    from fast.kernel_ops import KERNELS
 
     cpu = DeviceRef.CPU()
     inputs = [
@@ -286,7 +287,7 @@ def prompt_attention_graph(embed: int, name: str = "gpt2_prompt_attention"):
     from max.engine import InferenceSession
     from max.graph import DeviceRef, Graph, TensorType, ops
 
-    from fast.gpt2 import KERNELS
+    from fast.kernel_ops import KERNELS
 
     cpu = DeviceRef.CPU()
     inputs = [
