@@ -105,9 +105,8 @@ class FastGPT2(MaxGPT2LMHeadModel):
         transformer = self.transformer
         seq_length = input_ids.shape[1]
         positions = Tensor.arange(seq_length, dtype=DType.int64, device=input_ids.device) + start
-        hidden_states = as_float32(transformer.wte(input_ids)) + as_float32(
-            transformer.wpe(positions)
-        )
+        token_embeddings = as_float32(transformer.wte(input_ids))
+        hidden_states = token_embeddings + as_float32(transformer.wpe(positions))
         blocks = self._decode_blocks if seq_length == 1 else self._prompt_blocks
         hidden_states = blocks(hidden_states, key_cache, value_cache, start)
         last = _layer_norm(transformer.ln_f, hidden_states[:, -1:])  # only the last position

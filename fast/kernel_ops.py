@@ -30,6 +30,7 @@ FLOAT32 = DType.float32
 
 
 def as_float32(tensor: Tensor) -> Tensor:
+    """`tensor` in float32: itself if it is, else a cast (bfloat16 weights)."""
     return tensor if tensor.dtype == FLOAT32 else tensor.cast(FLOAT32)
 
 

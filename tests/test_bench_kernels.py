@@ -82,10 +82,10 @@ MEASURED = {  # kernels_ab's arguments beside --against HEAD: its report lines
 @pytest.mark.parametrize("measured", MEASURED)
 def test_the_kernels_against_a_revision_run_in_turns_and_agree(measured: str) -> None:
     """The working tree's kernels against HEAD's, two rounds of one bfloat16
-    block (the decode, at position 40) or of the projection kernel at 8 rows (a prompt): a
-    line per measurement with both versions' calls and their ratio; the
-    committed kernels compute exactly what the working tree's do (CI runs a
-    clean clone)."""
+    block (the decode, at position 40) or of the projection kernel at 8 rows
+    (a prompt): a line per measurement with both versions' calls and their
+    ratio; the committed kernels compute exactly what the working tree's do
+    (CI runs a clean clone)."""
     extra, starts = MEASURED[measured]
     args = ("--against", "HEAD", "--dtypes", "bfloat16", "--blocks", "1", "--rounds", "2")
     result = run_tool("devtools.bench.kernels_ab", *args, "--calls", "1", *extra, timeout=900)

@@ -10,9 +10,10 @@ per token as the fast model decodes; the token at `--position`, its
 attention over that many cached keys and values and its own, random ones
 in the weights' dtype, as the fast model caches them), each version's call
 timed `--calls` times in each round (the median counts), the two versions
-in alternating order. It prints each version's median call and the ratio of the two, round
-by round: its median, quartiles and range. `--against HEAD` on an unchanged
-tree measures the kernel against a copy of itself: what a run can resolve.
+in alternating order. It prints each version's median call and the ratio of
+the two, round by round: its median, quartiles and range. `--against HEAD`
+on an unchanged tree measures the kernel against a copy of itself: what a
+run can resolve.
 
 The revision's kernels are copied out of git with their ops renamed
 (`base_gpt2_...`), so that both libraries load side by side.
