@@ -31,6 +31,7 @@ The modules, in the order a run uses them:
   kernels timed alone (the head's projection, the MLP's by rows, a prompt's
   attention by length).
 - `reporting.py`: the book's table, profile and plot, from the JSON data only.
+- `standing.py`: the table across machines, from every saved run's JSON data.
 
 Beside a run: `chain.py` reads the twelve blocks' weights through our
 kernels against the same probe; `kernels_ab.py` runs the working tree's
