@@ -107,7 +107,7 @@ def test_a_column_per_machine_and_a_row_per_figure_and_dtype(tmp_path: Path) -> 
         "2.00x / 0.80x (0.80-3.00)",
     ]
     # Paired in round order: 300/200, 400/100, 100/400.
-    assert rows["float32 prefill, 512 tokens: ours / PyTorch"][0] == (
+    assert rows["float32 prefill: ours / PyTorch, 512 tokens"][0] == (
         "300 / 200 tok/s, 1.50x (0.25-4.00)"
     )
     assert rows["float32 run: the memory's read rate, all probes"][0] == "30.0 GB/s (20.0-40.0)"
@@ -125,6 +125,26 @@ def test_a_share_of_the_read_rate_is_ours_then_llama_cpps(tmp_path: Path) -> Non
     assert probe.startswith("83% (57-119) / ")
     sustained = rows["bfloat16 decode, of the sustained read right before it: ours / llama.cpp"]
     assert sustained[0].endswith(" / -")
+
+
+def test_a_run_over_other_lengths_says_its_own(tmp_path: Path) -> None:
+    save(tmp_path, run_data("Machine A", "float32"))
+    shorter = run_data("Machine B", "float32")
+    shorter["lengths"], shorter["prefill_length"] = [32], 256
+    save(tmp_path / "b", shorter)
+    rows = rows_of(standing.format_standing(standing.cpu_runs(tmp_path)))
+    assert rows["float32 decode: ours / llama.cpp, 32 / 128 tokens"] == [
+        "2.00x / 0.80x (0.80-3.00)",
+        "2.00x (1.00-3.00) at 32 tokens",
+    ]
+    prefill = rows["float32 prefill: ours / PyTorch, 512 tokens"]
+    assert prefill[1].endswith(" at 256 tokens") and not prefill[0].endswith("tokens")
+
+
+def test_a_file_that_is_not_a_runs_data_is_named(tmp_path: Path) -> None:
+    (tmp_path / "results.json").write_text('{"machine": "Machine A"}')
+    with pytest.raises(UsageError, match=r"results\.json is not a benchmark run's data"):
+        standing.cpu_runs(tmp_path)
 
 
 def test_two_runs_of_one_machine_and_dtype_are_refused(tmp_path: Path) -> None:

@@ -50,10 +50,13 @@ def cpu_runs(folder: Path) -> dict[str, dict[str, dict]]:
     where: dict[tuple[str, str], Path] = {}
     paths = folder.rglob("results*.json")
     for path in sorted(paths, key=lambda p: (len(p.relative_to(folder).parts), p)):
-        data = json.loads(path.read_text())
-        if data["device"] != "cpu":
-            continue
-        key = (machine_name(data), data["dtype"])
+        try:
+            data = json.loads(path.read_text())
+            if data["device"] != "cpu":
+                continue
+            key = (machine_name(data), data["dtype"])
+        except (json.JSONDecodeError, KeyError, TypeError) as error:
+            raise UsageError(f"{path} is not a benchmark run's data ({error!r})") from error
         if key in where:
             raise UsageError(
                 f"{where[key]} and {path} are both {key[1]} runs on {key[0]}: "
@@ -111,15 +114,24 @@ def memory_read(data: dict) -> str:
     return format_spread(data["bandwidth_gb_s"], " GB/s", 1)
 
 
-# (what a row says, with {dtype}; the cell it draws from one run)
+# (what a row says, with {dtype}; the cell it draws from one run; what the
+# figures were measured over, which a run may set otherwise than the others)
 ROWS = (
-    ("{dtype} decode: ours / llama.cpp, {lengths} tokens", decode_ratios),
-    ("{dtype} decode, of the run's fastest read: ours / llama.cpp", lambda d: read_shares(d, "ceiling")),
-    ("{dtype} decode, of the probe right before it: ours / llama.cpp", lambda d: read_shares(d, "probe")),
-    ("{dtype} decode, of the sustained read right before it: ours / llama.cpp", lambda d: read_shares(d, "sustained")),
-    ("{dtype} prefill, {prefill} tokens: ours / PyTorch", prefill_ratio),
-    ("{dtype} run: the memory's read rate, all probes", memory_read),
+    ("{dtype} decode: ours / llama.cpp", decode_ratios, "{lengths} tokens"),
+    ("{dtype} decode, of the run's fastest read: ours / llama.cpp", lambda d: read_shares(d, "ceiling"), None),
+    ("{dtype} decode, of the probe right before it: ours / llama.cpp", lambda d: read_shares(d, "probe"), None),
+    ("{dtype} decode, of the sustained read right before it: ours / llama.cpp", lambda d: read_shares(d, "sustained"), None),
+    ("{dtype} prefill: ours / PyTorch", prefill_ratio, "{prefill} tokens"),
+    ("{dtype} run: the memory's read rate, all probes", memory_read, None),
 )  # fmt: skip
+
+
+def scope_of(scope: str | None, data: dict) -> str:
+    """What one run's figures of a row were measured over ('32 / 128 tokens')."""
+    if scope is None:
+        return ""
+    lengths = " / ".join(str(n) for n in data["lengths"])
+    return scope.format(lengths=lengths, prefill=data["prefill_length"])
 
 
 def format_standing(runs: dict[str, dict[str, dict]]) -> str:
@@ -135,16 +147,20 @@ def format_standing(runs: dict[str, dict[str, dict]]) -> str:
         "|---" * (len(machines) + 1) + "|",
     ]
     for dtype in DTYPES:
-        sample = next((r[dtype] for r in runs.values() if dtype in r), None)
-        if sample is None:
+        measured = [r[dtype] for r in runs.values() if dtype in r]
+        if not measured:
             continue
-        for label, cell in ROWS:
-            what = label.format(
-                dtype=dtype,
-                lengths=" / ".join(str(n) for n in sample["lengths"]),
-                prefill=sample["prefill_length"],
-            )
-            cells = [cell(r[dtype]) if dtype in r else NOT_MEASURED for r in runs.values()]
+        for label, cell, scope in ROWS:
+            # The label says the first run's scope; a cell whose run differs says its own.
+            common = scope_of(scope, measured[0])
+            what = label.format(dtype=dtype) + (f", {common}" if common else "")
+            cells = []
+            for run in runs.values():
+                if dtype not in run:
+                    cells.append(NOT_MEASURED)
+                    continue
+                own = scope_of(scope, run[dtype])
+                cells.append(cell(run[dtype]) + (f" at {own}" if own != common else ""))
             lines.append(f"| {what} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
