@@ -10,13 +10,12 @@ from pathlib import Path
 import devtools.bench
 from common import max_runtime
 from common.cli import ArgumentParser, UsageError, exit_status
-from common.steps import REPO
 from devtools.bench import standing
 from devtools.bench.measuring import LENGTHS, PREFILL_LENGTH, run
 from devtools.bench.probe import SUSTAIN_S
 from devtools.bench.reporting import format_report, over_ceiling, render
 
-OUT = REPO / "docs" / "src" / "bench"
+OUT = standing.BENCH  # the book's tables and plots
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

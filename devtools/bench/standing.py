@@ -15,7 +15,7 @@ such as xeon/), and draws, a column per machine:
 each a median with its spread (min-max) over the run's interleaved rounds.
 The performance page includes the table (docs/src/bench/standing.md), and
 `python -m devtools.bench` redraws it whenever it writes the book's tables;
-tests/test_bench.py checks that the committed table is what this module
+tests/test_bench_standing.py checks that the committed table is what this module
 makes of the committed data.
 """
 
@@ -27,7 +27,7 @@ from pathlib import Path
 
 from common.cli import ArgumentParser, UsageError, exit_status
 from common.steps import REPO
-from devtools.bench.stats import format_percent, format_spread, summary
+from devtools.bench.stats import format_percent, format_spread, paired_ratios, summary
 
 BENCH = REPO / "docs" / "src" / "bench"
 OUT = BENCH / "standing.md"
@@ -105,7 +105,7 @@ def prefill_ratio(data: dict) -> str:
         return NOT_MEASURED
     ours = contenders["fast"]["prefill_tokens_per_s"]
     theirs = contenders[peer]["prefill_tokens_per_s"]
-    paired = summary([a / b for a, b in zip(ours["samples"], theirs["samples"], strict=True)])
+    paired = summary(paired_ratios(ours["samples"], theirs["samples"]))
     return f"{ours['median']:.0f} / {theirs['median']:.0f} tok/s, {format_spread(paired, 'x')}"
 
 
