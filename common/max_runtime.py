@@ -95,6 +95,35 @@ def on_the_cpu() -> contextlib.AbstractContextManager:
     return default_device(CPU())
 
 
+@contextlib.contextmanager
+def stdout_for_text_only():
+    """Keep the process's standard output for what Python prints through
+    `sys.stdout`; whatever native code writes to file descriptor 1 goes to
+    standard error instead.
+
+    MAX's runtime prints notices such as "compiled ... on the fly" straight to
+    descriptor 1 while a graph compiles or runs, which put them in the middle
+    of a generated text (and of anything a pipe reads from it). Inside this
+    context descriptor 1 is standard error, and `sys.stdout` writes to a copy
+    of the real standard output.
+    """
+    sys.stdout.flush()
+    real_stdout = os.dup(1)
+    os.dup2(2, 1)
+    saved = sys.stdout
+    encoding, errors = getattr(saved, "encoding", None), getattr(saved, "errors", None)
+    text = open(real_stdout, "w", encoding=encoding, errors=errors, closefd=False)
+    sys.stdout = text
+    try:
+        yield
+    finally:
+        text.flush()
+        sys.stdout = saved
+        os.dup2(real_stdout, 1)
+        text.close()
+        os.close(real_stdout)
+
+
 def kernel_cache_is_warm() -> bool:
     """Whether `max warm-interpreter-cache` has provisioned this machine.
 

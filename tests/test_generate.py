@@ -4,6 +4,7 @@ output, reproducibility, and a clear message for every bad input."""
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -164,3 +165,27 @@ def test_unfinished_steps_are_reported(checkpoint) -> None:
     if "placeholders" not in result.stderr:
         pytest.skip("steps/step_13.py and step_14.py are finished in this checkout")
     assert_clean_error(result, 1, "still has placeholders")
+
+
+def test_native_writes_to_stdout_land_on_stderr_while_text_is_printed() -> None:
+    """MAX's compile notices are written to descriptor 1 by native code; generate
+    runs inside stdout_for_text_only, so they reach stderr and stdout holds the text."""
+    script = (
+        "import os, sys\n"
+        "from common.max_runtime import stdout_for_text_only\n"
+        "print('before', flush=True)\n"
+        "with stdout_for_text_only():\n"
+        "    os.write(1, b'compiled data_movement_BroadcastToOp on the fly\\n')\n"
+        "    print('the text', end='', flush=True)\n"
+        "print(' after')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "before\nthe text after\n"
+    assert "compiled data_movement_BroadcastToOp on the fly" in result.stderr

@@ -283,7 +283,8 @@ def run(args: argparse.Namespace) -> None:
     # MAX would make its tensors on a GPU.
     on_the_cpu = llama or bool(tutorial_flags(args))
     pin = max_runtime.on_the_cpu() if on_the_cpu else nullcontext()
-    with pin:  # the pieces are made as they are printed: keep the pin till the last
+    # MAX's compile notices go to stderr, so stdout holds the text alone.
+    with pin, max_runtime.stdout_for_text_only():  # pieces are made as they are printed
         started = time.perf_counter()
         pieces, _ = produce(args, directory, tokenizer, sampling)
         print_pieces(args, pieces, setup_seconds=time.perf_counter() - started)
