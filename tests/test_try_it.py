@@ -19,8 +19,10 @@ KERNEL = "try-it"  # the kernel the notebooks run in: this interpreter's ipykern
 CELL_TIMEOUT = 600  # seconds: a cold MAX cache compiles kernels on the first run
 
 
-def test_there_are_experiments() -> None:
-    assert EXPERIMENTS
+@pytest.mark.parametrize("record", steps.STEPS, ids=lambda record: f"step_{record.id}")
+def test_every_step_has_an_experiment(record: steps.StepRecord) -> None:
+    """Every page's Try it runs at least one experiment (steps/try_it/step_NN_*.py)."""
+    assert record.try_it, f"no steps/try_it/step_{record.id}_*.py for {record.page.name}'s Try it"
 
 
 @pytest.mark.parametrize("script", EXPERIMENTS, ids=lambda path: path.stem)
