@@ -19,8 +19,9 @@ weights); only the way a forward pass is run changes, for speed:
 - **One token's products in our own kernels (the CPU).** Decoding a token
   reads every weight once for one multiply-add: memory-bound. The kernels in
   fast/kernels/gpt2_kernels.mojo stream each weight row once over all the
-  cores (about 1.5-2x MAX's matmul for one row), and attend over the cache
-  in one pass; MAX builds them from source and calls them as custom ops.
+  cores (faster than MAX's matmul, which for one row reads below the memory's
+  rate), and attend over the cache; MAX builds them from source and calls
+  them as custom ops.
   A decoded token's blocks are one call: their seven steps each share the
   cores without handing them back to MAX between steps or blocks. A
   prompt's attention is one call a block, which computes only the scores a
@@ -323,8 +324,8 @@ class FastGenerator:
         """logits([token_id], start) on the host, the way a decoded token needs
         it: the id and position go into the decode graph's own input buffers,
         and the graph runs on buffers (execute_raw), without the tensors a
-        call wraps its arguments and results in or its checks of them: 0.27 ms
-        less a token, of a 124M bfloat16 token's 11-13 (docs/src/performance.md)."""
+        call wraps its arguments and results in or its checks of them, which
+        cost a decoded token a few percent (docs/src/performance.md)."""
         self._decode_ids[0, 0] = token_id
         self._decode_start[0] = start
         (logits,) = self.decode.execute_raw(*self._decode_buffers)

@@ -95,8 +95,8 @@ class ReadProbe:
         """Each reader's fastest GB/s over one array of `megabytes` MiB, and
         (with `sustain_s`) its GB/s over that many seconds of reading it on
         end; one reader after the other, each once this process is quiet:
-        PyTorch's threads spin for a while after a sum, and our kernel on the
-        same cores right after one read 7% slower."""
+        PyTorch's threads spin for a while after a sum, and take the same
+        cores from our kernel if it reads right after one."""
         import torch
         from max.driver import Buffer
 

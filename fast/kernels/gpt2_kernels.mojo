@@ -32,9 +32,8 @@ comptime WIDTH = simd_width_of[DType.float32]()
 # conversions and two FMAs.
 comptime HAS_BF16_DOT = CompilationTarget._has_feature["avx512bf16"]()
 # MAX builds for the CPU its model number names, with that model's features,
-# and a virtual machine's CPU can be named for an older model than it is: an
-# Intel Xeon with AVX512_BF16 and AMX announced as model 167 (Rocket Lake,
-# which has neither) got kernels without them. So on any x86 CPU with
+# and a virtual machine's CPU can be named for an older model than it is,
+# one without AVX512_BF16 or AMX: its kernels then lack them. So on any x86 CPU with
 # AVX-512 (which every CPU with AVX512_BF16 or AMX has) the kernels also
 # carry both as inline assembly, and cpuid says at run time whether the CPU
 # runs them (cpu_has_bf16_dot, cpu_has_amx).
@@ -43,34 +42,33 @@ comptime CAN_ASK_CPU = HAS_AVX512F and CompilationTarget._has_feature["avx512vl"
 comptime BF16_DOT_BUILT = HAS_BF16_DOT or CAN_ASK_CPU
 comptime PAIRS = 32  # bfloat16 lanes one vdpbf16ps reads from each operand
 # Bytes of weights one load takes in a decoded token's streams (at most a
-# vector register's). AMD's Zen 4 executes a 512-bit vector as two 256-bit
-# halves, and there 32-byte loads keep more reads from memory in flight: a
-# float32 sum on one core read 1.1-1.2x as fast as with 64-byte loads, and
-# the 124M model decoded 1.056x as fast in bfloat16, 1.01x in float32
-# (docs/src/performance.md). A loop bound by memory has the load ports to
-# spare for twice the loads on any x86 core. (vdpbf16ps on 256-bit
-# registers needs AVX512VL, which every CPU with AVX512_BF16 has.)
+# vector register's). A core that executes a 512-bit vector as two 256-bit
+# halves (AMD's Zen 4) keeps more reads from memory in flight with 32-byte
+# loads than with 64-byte ones, and a loop bound by memory has the load
+# ports to spare for twice the loads on any x86 core (devtools/bench/
+# TUNING_LOG.md). (vdpbf16ps on 256-bit registers needs AVX512VL, which
+# every CPU with AVX512_BF16 has.)
 comptime READ_BYTES = 32
 comptime READ_PAIRS = READ_BYTES // 2  # the bfloat16 pairs of one such load
 # A decoded token's weight rows are read in STREAMS equal parts at once: one
-# core then has as many reads from memory in flight. Twelve blocks' weights
-# (devtools.bench.chain's graph), AMD EPYC, 2 cores, against one stream in
-# alternating rounds: 8 streams 1.07-1.21x, 4 1.09x, 2 1.04-1.08x, 16 1.05x.
+# core then has as many reads from memory in flight. Parts far apart are
+# streams of their own to the hardware prefetcher, where neighbouring rows
+# are one; eight read fastest of 1, 2, 4, 8 and 16 (devtools/bench/TUNING_LOG.md).
 comptime STREAMS = 8
 comptime BF16_TILE = 4  # the many-row product: 4 rows of x by 4 weight rows
 # Below 8 rows the weights' stream from memory sets the time, and one row at
 # a time in memory order streams faster than four rows interleaved; from 8
-# rows on the arithmetic does, and the tiles do it twice as fast (the
-# profile's table by row count, docs/src/performance.md).
+# rows on the arithmetic does, and the tiles do it faster (the profile's
+# table by row count, `python -m devtools.bench --profile`).
 comptime BF16_TILES_FROM = 8
 # The tiles take k in slices and x's rows in blocks, so that a tile's four
 # weight rows stay in the L1 cache while x's rows go by, and x's block in the
 # L2 cache while the claimed weight rows go by. With the whole of k and of x
-# at once, the MLP's second projection (k = 3072) at 512 rows read its weight
-# rows back from the L2 cache and x from the L3: 1.17-1.37x faster with the
-# blocks, the three projections with k = 768 0.98-1.10x (AMD EPYC, 2 cores,
-# alternating calls; block sizes of 64 and 256 rows, and slices of 512, gave
-# no more).
+# at once, a tile's eight rows of a long k (the MLP's second projection,
+# k = 3072) outgrow a core's L1 cache and a prompt's x its L2, and every
+# pass over x's rows reads the weight rows back from the L2 cache and x
+# from the L3. The sizes below did best of those tried (devtools/bench/
+# TUNING_LOG.md).
 comptime BF16_K_BLOCK = 1024  # bfloat16 lanes of k in a slice
 comptime BF16_M_BLOCK = 128  # rows of x in a block
 comptime ROUND_IN_PARALLEL_FROM = 65536  # values of x all cores round to bfloat16
@@ -814,18 +812,15 @@ comptime AMX_ROWS = 16  # rows of a tile: 16 float32 or 32 bfloat16 each
 comptime AMX_BLOCK = 2 * AMX_ROWS  # x's rows, and weight rows, of a block
 comptime AMX_ROW_BYTES = 64
 # Rows of x from which the tiles run: from 16 rows (one tile of x, in a
-# block of 32 rows padded with zeros) on they were 1.6x as fast as the
-# vector dot products on an Intel Xeon (the MLP's projections, 0.63 against
-# 0.99 ms and 0.64 against 1.01), level at 8 (0.62 against 0.64, 0.68
-# against 0.53).
+# block of 32 rows padded with zeros) on they beat the vector dot products;
+# at 8 rows the two are level, the tiles' time mostly the weight rows' layout.
 comptime AMX_FROM = 16
 comptime AMX_GROUPS = 4  # groups of 32 weight rows laid out at a time
 # Rows of x up to which the weights go straight into the tiles
-# (linear_rows_amx_direct) instead of being laid out first: at 16 rows the
-# four projections of GPT-2's blocks took 1.04-1.27x less time so, at 64
-# 1.00-1.11x; at 128 rows laying them out was 0.98-1.10x faster, at 512
-# 1.17-1.29x (the median ratios of 150-300 calls taking turns, an Intel
-# Xeon). Under 16 rows the vector dot products stay ahead of either.
+# (linear_rows_amx_direct) instead of being laid out first: with few rows of
+# x, laying out every weight row costs more than it saves; with many, each
+# laid-out weight row serves many blocks of x's rows and pays for itself.
+# Under 16 rows the vector dot products stay ahead of either.
 comptime AMX_DIRECT_UNTIL = 64
 
 
@@ -968,9 +963,8 @@ def linear_rows_amx(
 
     x is rounded to bfloat16 once, with zeros to whole blocks of 32 rows and
     whole tiles of 32 k, each tile's values contiguous (rounded_rows'
-    `tiled`: at 512 rows the four projections took 1.02-1.08x less time
-    than with x's rows as they are, 16 of them 1.5-6 KB apart in a tile;
-    the median ratio of 300 calls taking turns, an Intel Xeon). Each core
+    `tiled`: one tile's load then reads one contiguous KB, where x's rows as
+    they are put a tile's 16 rows kilobytes apart). Each core
     claims groups of 32 weight rows, lays them out as the tiles take them
     (pack_panel, once per call), and runs every block of 32 rows of x
     against them: four tiles of sums, which start as the bias and go to the
@@ -1175,10 +1169,9 @@ struct CacheWrite:
     into one layer's slots of the caches [layers, batch, heads, context,
     head_dim], at positions start .. start + seq, rounded to the caches'
     dtype. Each core takes its share of the positions, each position's
-    row read once in order. Against the keys and values split into heads
-    by MAX's operations first, then written one value at a time by one
-    core, the 124M model's 512-token prompt came 1.06x sooner (quartiles
-    1.04-1.09x, 40 prompts taking turns in one process, an Intel Xeon)."""
+    row read once in order, rather than the keys and values split into
+    heads by MAX's operations first and then written one value at a time
+    by one core."""
 
     @staticmethod
     def execute[
@@ -1232,11 +1225,9 @@ struct CacheWrite:
 # of them stored. The keys are transposed once per head ([head_dim, seq]), so
 # that one vector holds WIDTH keys' values of one dimension and the scores of
 # a block of queries against them are multiply-adds of a query's value
-# (broadcast) by that vector, with no sums across a vector's lanes. At 512
-# tokens, twelve heads of 64: 1.7x MAX's operations, and the 124M model's
-# prompt 1.05-1.06x sooner (AMD EPYC, 2 cores, in one process taking turns;
-# docs/src/performance.md). Twelve queries a block did no better; four
-# against four vectors of keys, worse.
+# (broadcast) by that vector, with no sums across a vector's lanes. Twelve
+# queries a block did no better; four against four vectors of keys, worse
+# (devtools/bench/TUNING_LOG.md).
 
 comptime PROMPT_ROWS = 8  # the queries of a block, each a vector of scores
 comptime PROMPT_KEYS = 2 * WIDTH  # the keys each query of a block scores at once
@@ -1480,9 +1471,8 @@ def add_weighted_values(
 # --- a prompt's attention through AMX's tiles (bfloat16 models) --------------
 #
 # With bfloat16 weights on a CPU with AMX, the prompt's projections run in
-# AMX's tiles, and the attention above became the prompt's largest cost: at
-# 512 tokens, twelve heads of 64, 8.3 ms a block on an Intel Xeon, against
-# PyTorch's 3.1 in bfloat16. Here its two products run in the tiles too. The
+# AMX's tiles, and the float32 attention above became the prompt's largest
+# cost, well behind PyTorch's in bfloat16. Here its two products run in the tiles too. The
 # queries (times 1 / sqrt(head_dim)), keys and values are rounded to
 # bfloat16 once per head, and a core takes ATTN_QUERIES queries of one head
 # at a time:
@@ -1495,10 +1485,8 @@ def add_weighted_values(
 # - the weights (tmm6) times the values (tmm7, pairs of keys by 16 dims),
 #   four tiles of 16 dims at a time in tmm2-5, added up over every key
 #   block in the tiles and stored once.
-# At 512 tokens, twelve heads of 64: 2.4-2.9 ms against prompt_attention's
-# 7.5-7.9 on that Xeon (in one process taking turns). The online softmax of
-# prompt_attention, with the outputs rescaled at each key block, took
-# 4.2-4.3 ms: a tile's stores are not forwarded to the vector loads that
+# Not the online softmax of prompt_attention, with the outputs rescaled at
+# each key block: a tile's stores are not forwarded to the vector loads that
 # follow them, and each block waited for its own.
 
 comptime ATTN_QUERIES = AMX_ROWS  # queries of a block: the rows of a tile
@@ -1651,10 +1639,9 @@ def prompt_attention_amx(
         # qkv read once from start to end: the queries go to their heads'
         # rows, the keys and values to `staged` ([part][head][key][dim]),
         # then into the tiles' layouts. Head by head instead (a head's 64
-        # values of every position, 9 KB apart in float32 at GPT-2's width:
-        # no stream for the prefetchers to follow), the layout took 1.2 ms
-        # of 4 at 512 tokens, and the whole kernel 1.15x as long (quartiles
-        # 1.12-1.19x, 150 calls taking turns, an Intel Xeon).
+        # values of every position, 9 KB apart in float32 at GPT-2's width)
+        # the reads leave no stream for the prefetchers to follow, and the
+        # layout took a good part of the kernel's time.
         var staged = alloc[BFloat16](2 * heads * ATTN_KEYS * padded_dim)
         var seq_blocks = padded_seq // ATTN_KEYS
         for unit in range(index, batch * seq_blocks, workers):
@@ -1851,10 +1838,9 @@ def softmax_row(
 # and ends with the cores handing back to its executor and being woken for
 # the next. Here one call runs every block of the token: each core takes a
 # share of every step, and waits for the others at the end of it by watching
-# a counter (microseconds) instead of going back to sleep. A call per block
-# made a decoded token 1.2-1.3x sooner than a call per projection; a call
-# per token also saves the blocks' hand-offs, some 35 microseconds each
-# (docs/src/performance.md).
+# a counter (microseconds) instead of going back to sleep. One call for the
+# token also saves the hand-offs between blocks, each a return to MAX's
+# executor and a wake-up of the other cores.
 #
 # Work is claimed, not assigned: a core takes the next unclaimed rows of a
 # step with an atomic compare-and-swap until none is left, then waits until
@@ -2083,8 +2069,7 @@ def score_and_ask[
     for d in range(0, head_dim, line):
         prefetch(v_row + d)
     # One sum, not dot_widening's four: four runs of keys already keep four
-    # dot products in flight, and dot_widening here made twelve bfloat16
-    # blocks at position 512 0.96x as fast (10 rounds taking turns).
+    # dot products in flight, and more sums here only slowed the attention.
     var vector_end = head_dim - head_dim % WIDTH
     var dot = SIMD[DType.float32, WIDTH](0)
     for d in range(0, vector_end, WIDTH):
@@ -2144,8 +2129,8 @@ def attend_one_head[
     asked for from memory; their exponentials, a vector at a time; the
     weighted values, read from the cache. A softmax computed online (a
     running maximum and sum, one pass) chains two exponentials from each
-    position to the next, and on the Intel Xeon of docs/src/performance.md
-    that chain, not the memory, set the attention's pace."""
+    position to the next, and on a core that keeps few reads in flight that
+    chain, not the memory, sets the attention's pace."""
     var scale = Float32(1.0) / sqrt(Float32(head_dim))
     var vector_end = head_dim - head_dim % WIDTH
     var count = position + 1
