@@ -18,7 +18,7 @@ weights); only the way a forward pass is run changes, for speed:
   logits, whatever the weights' dtype.
 - **One token's products in our own kernels (the CPU).** Decoding a token
   reads every weight once for one multiply-add: memory-bound. The kernels in
-  fast/kernels/gpt2_kernels.mojo stream each weight row once over all the
+  fast/kernels/ stream each weight row once over all the
   cores (faster than MAX's matmul, which for one row reads below the memory's
   rate), and attend over the cache; MAX builds them from source and calls
   them as custom ops.
@@ -81,7 +81,7 @@ class FastGPT2(MaxGPT2LMHeadModel):
 
     `use_kernels` (the default on the CPU) runs a decoded token's blocks
     (one call of our kernel for all of them) and a prompt's projections through
-    fast/kernels/gpt2_kernels.mojo, with float32 activations whatever the
+    fast/kernels/, with float32 activations whatever the
     weights' dtype; without it every operation is one of MAX's own, in the
     weights' dtype (the path for accelerators). `bf16_dot` False widens
     bfloat16 weights to float32 even on a CPU with bfloat16 dot products:

@@ -27,7 +27,7 @@ from devtools.bench.machine import seconds_for, wait_until_idle
 
 KERNELS = Path(__file__).with_name("kernels")  # read_sum.mojo, built by MAX on first use
 # reader: what it is, for the reports; the streams a core of our kernel's reader
-# (STREAMS in fast/kernels/gpt2_kernels.mojo).
+# (STREAMS in fast/kernels/cpu.mojo).
 READERS = {"torch": "PyTorch's sum, one stream a core", "ours": "our sum, eight streams a core"}
 STREAMS = {"ours": 8}
 # Seconds each reader reads the largest array on end, in each probe.
