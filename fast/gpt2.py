@@ -325,7 +325,7 @@ class FastGenerator:
         it: the id and position go into the decode graph's own input buffers,
         and the graph runs on buffers (execute_raw), without the tensors a
         call wraps its arguments and results in or its checks of them, which
-        cost a decoded token a few percent (docs/src/performance.md)."""
+        cost a decoded token a few percent (devtools/bench/TUNING_LOG.md)."""
         self._decode_ids[0, 0] = token_id
         self._decode_start[0] = start
         (logits,) = self.decode.execute_raw(*self._decode_buffers)
