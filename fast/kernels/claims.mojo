@@ -23,8 +23,6 @@ from extensibility import InputTensor
 # STREAMS parts would each be read alone, in one stream.
 
 comptime CLAIM_BYTES = 32768  # the weight bytes of the smallest claim
-
-
 comptime LINE_BYTES = 64  # one cache line
 # Looks at a counter before a waiting core yields (microseconds of spinning).
 comptime SPINS_BEFORE_YIELD = 10000

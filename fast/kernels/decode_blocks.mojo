@@ -26,8 +26,7 @@ from .decode_steps import attend_one_head, bias_gelu, layer_norm_row, project_ch
 # token also saves the hand-offs between blocks, each a return to MAX's
 # executor and a wake-up of the other cores.
 
-
-comptime STEPS = 7
+comptime STEPS = 7  # a block's steps, as listed above
 
 
 # A block's parameters, in the order the decode kernels take them: the layer
