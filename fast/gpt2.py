@@ -18,9 +18,10 @@ weights); only the way a forward pass is run changes, for speed:
   logits, whatever the weights' dtype.
 - **One token's products in our own kernels (the CPU).** Decoding a token
   reads every weight once for one multiply-add: memory-bound. The kernels in
-  fast/kernels/gpt2_kernels.mojo stream each weight row once over all the
-  cores (about 1.5-2x MAX's matmul for one row), and attend over the cache
-  in one pass; MAX builds them from source and calls them as custom ops.
+  fast/kernels/ stream each weight row once over all the
+  cores (faster than MAX's matmul, which for one row reads below the memory's
+  rate), and attend over the cache; MAX builds them from source and calls
+  them as custom ops.
   A decoded token's blocks are one call: their seven steps each share the
   cores without handing them back to MAX between steps or blocks. A
   prompt's attention is one call a block, which computes only the scores a
@@ -80,7 +81,7 @@ class FastGPT2(MaxGPT2LMHeadModel):
 
     `use_kernels` (the default on the CPU) runs a decoded token's blocks
     (one call of our kernel for all of them) and a prompt's projections through
-    fast/kernels/gpt2_kernels.mojo, with float32 activations whatever the
+    fast/kernels/, with float32 activations whatever the
     weights' dtype; without it every operation is one of MAX's own, in the
     weights' dtype (the path for accelerators). `bf16_dot` False widens
     bfloat16 weights to float32 even on a CPU with bfloat16 dot products:
@@ -323,8 +324,8 @@ class FastGenerator:
         """logits([token_id], start) on the host, the way a decoded token needs
         it: the id and position go into the decode graph's own input buffers,
         and the graph runs on buffers (execute_raw), without the tensors a
-        call wraps its arguments and results in or its checks of them: 0.27 ms
-        less a token, of a 124M bfloat16 token's 11-13 (docs/src/performance.md)."""
+        call wraps its arguments and results in or its checks of them, which
+        cost a decoded token a few percent (devtools/bench/TUNING_LOG.md)."""
         self._decode_ids[0, 0] = token_id
         self._decode_start[0] = start
         (logits,) = self.decode.execute_raw(*self._decode_buffers)

@@ -1,4 +1,4 @@
-"""Our Mojo kernels (fast/kernels/gpt2_kernels.mojo) as operations of a MAX graph.
+"""Our Mojo kernels (the package fast/kernels/) as operations of a MAX graph.
 
 Each function here adds one call of a kernel to the graph being built:
 a few rows' products (`linear_rows`), a prompt's causal attention
@@ -25,7 +25,7 @@ from max.graph import Graph, TensorType
 
 from common import max_runtime
 
-KERNELS = Path(__file__).with_name("kernels")  # gpt2_kernels.mojo, built by MAX on first use
+KERNELS = Path(__file__).with_name("kernels")  # a Mojo package, built on first use
 FLOAT32 = DType.float32
 
 

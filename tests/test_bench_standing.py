@@ -1,6 +1,7 @@
 """devtools/bench/standing.py and the book's benchmark tables: every table the
 book includes is what the reporting code makes of the committed data, and
-the table across machines draws each figure from the right run."""
+the table across machines draws each figure from the right run; the page
+that shows them stays a reader's page, the tuning log kept beside the bench."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from common.cli import UsageError
+from common.steps import REPO
 from devtools.bench import standing
 from devtools.bench.__main__ import book
 from devtools.bench.contenders import Contender
@@ -37,6 +39,23 @@ def test_the_standing_table_is_drawn_from_the_committed_runs() -> None:
     assert committed == standing.format_standing(standing.cpu_runs(standing.BENCH)), (
         "docs/src/bench/standing.md is stale: run `python -m devtools.bench.standing`"
     )
+
+
+PERFORMANCE_PAGE = standing.BENCH.parent / "performance.md"
+PAGE_LINES = 260  # what is measured, where the model stands, and why: no more
+TUNING_LOG = REPO / "devtools" / "bench" / "TUNING_LOG.md"
+
+
+def test_the_performance_page_stays_a_readers_page() -> None:
+    """How each change was measured, what was tried and not kept, and earlier
+    runs belong in devtools/bench/TUNING_LOG.md, which the page points to."""
+    page = PERFORMANCE_PAGE.read_text(encoding="utf-8")
+    lines = len(page.splitlines())
+    assert lines <= PAGE_LINES, (
+        f"docs/src/performance.md has {lines} lines (at most {PAGE_LINES}): "
+        "move the tuning history into devtools/bench/TUNING_LOG.md"
+    )
+    assert TUNING_LOG.is_file() and TUNING_LOG.relative_to(REPO).as_posix() in page
 
 
 def run_data(machine: str, dtype: str, device: str = "cpu") -> dict:

@@ -38,5 +38,7 @@ kernels against the same probe; `kernels_ab.py` runs the working tree's
 kernels against a git revision's in one process, taking turns (a decoded
 token's blocks, or a prompt's projections with --rows); and
 `gpu_kernels.py` is the program that Nsight Compute traces on a GPU, and the
-summary of its trace.
+summary of its trace. `TUNING_LOG.md` records how each change to the fast
+model's kernels was measured with them, what it bought, and what was tried
+and not kept.
 """

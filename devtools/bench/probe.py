@@ -27,7 +27,7 @@ from devtools.bench.machine import seconds_for, wait_until_idle
 
 KERNELS = Path(__file__).with_name("kernels")  # read_sum.mojo, built by MAX on first use
 # reader: what it is, for the reports; the streams a core of our kernel's reader
-# (STREAMS in fast/kernels/gpt2_kernels.mojo).
+# (STREAMS in fast/kernels/cpu.mojo).
 READERS = {"torch": "PyTorch's sum, one stream a core", "ours": "our sum, eight streams a core"}
 STREAMS = {"ours": 8}
 # Seconds each reader reads the largest array on end, in each probe.
@@ -95,8 +95,8 @@ class ReadProbe:
         """Each reader's fastest GB/s over one array of `megabytes` MiB, and
         (with `sustain_s`) its GB/s over that many seconds of reading it on
         end; one reader after the other, each once this process is quiet:
-        PyTorch's threads spin for a while after a sum, and our kernel on the
-        same cores right after one read 7% slower."""
+        PyTorch's threads spin for a while after a sum, and take the same
+        cores from our kernel if it reads right after one."""
         import torch
         from max.driver import Buffer
 

@@ -141,9 +141,8 @@ def random_operands(n_out: int, n_in: int, dtype_name: str, rows: int, seed: int
 
 
 # Before each way's turn, the threads of the way before it go quiet: PyTorch's
-# OpenMP workers spin for milliseconds after a call, and on two cores they took
-# them from the next call (our kernel's 20 calls after one PyTorch call: 5x
-# slower; after 50 calls, unchanged). Then a few calls wake the way's own
+# OpenMP workers spin for milliseconds after a call, and on a machine with few
+# cores they take them from the next call. Then a few calls wake the way's own
 # threads, and its round's figure is the median of a burst of calls.
 PAUSE_S = 0.02
 WARM_CALLS = 3

@@ -1,0 +1,28 @@
+"""CPU kernels for fast/gpt2.py: a decoded token's blocks, a prompt's projections.
+
+Decoding one token is memory-bound: each weight is read once and used for one
+multiply-add, so the time is the weights' bytes over the memory bandwidth.
+These kernels read every weight row exactly once and spread the rows over
+the cores; for one token each core reads eight parts of its rows side by
+side, eight streams from memory instead of one. bfloat16 weights cost half
+the bytes: on a CPU with AVX512_BF16 they are multiplied as they are, by its
+bfloat16 dot products, which also run a prompt's many rows in register
+tiles; elsewhere they are widened to float32 in registers.
+
+The modules, each importing only those above it:
+
+- cpu: what the CPU has (vector width, AVX512_BF16, AMX), asked at build
+  and at run time;
+- claims: how the cores share a step (claims and counters);
+- dots: a weight row times x, and a decoded token's rows in streams;
+- amx_tiles: AMX's tile registers as inline assembly;
+- bf16_tiles: bfloat16 weights times many rows in vdpbf16ps tiles;
+- linear_rows_amx: a prompt's rows through AMX's tiles;
+- linear_rows: the projection ops MAX calls (gpt2_linear_rows, ...);
+- cache_write: a prompt's keys and values into the caches (gpt2_cache_write);
+- prompt_attention, prompt_attention_amx: a prompt's causal attention
+  (gpt2_prompt_attention, gpt2_prompt_attention_bf16);
+- decode_steps: a decoded block's layer norm, GELU, projection chunks and
+  attention over the cache;
+- decode_blocks: a decoded token through every block (gpt2_decode_blocks).
+"""
