@@ -4,7 +4,8 @@ For the learner: `check.py` (`python -m tests.check NN`) runs a step's
 checks, declared in `specs/step_NN/` (its checks in `__init__.py`, their hints
 as data in `hints.toml`) on the shared machinery in `checker/`, whose
 `__init__.py` is the interface the learner's commands use, against the NumPy
-reference in `reference.py`.
+references: `reference_gpt2.py` (GPT-2, Part I), `reference_llama.py` (Part
+II), `reference_mla.py` and `reference_backward.py` (Part III).
 
 For maintainers: `test_*.py`, run by pytest; `fixtures.py` makes checkpoints
 locally; `mistakes.py` applies the mistakes a spec must name
