@@ -8,16 +8,14 @@ residual stream, a final RMSNorm, and a head that is the embedding table
 itself when the config ties them. The names are transformers' (model.layers.0.
 self_attn.q_proj.weight, ...), so a checkpoint's tensors load by name.
 
-Checkpoints are read without torch: a safetensors file is a JSON header of
-names, dtypes, shapes and offsets, then the raw bytes. bfloat16, the usual
-dtype of today's checkpoints, is the top half of a float32, so widening it
-is a 16-bit shift.
+Checkpoints are read without torch, by common/checkpoint.py's
+read_safetensors: a safetensors file is a JSON header of names, dtypes,
+shapes and offsets, then the raw bytes. bfloat16, the usual dtype of today's
+checkpoints, is the top half of a float32, so widening it is a 16-bit shift.
 """
 
 from __future__ import annotations
 
-import json
-import struct
 from dataclasses import fields
 from pathlib import Path
 
@@ -26,6 +24,7 @@ from max.experimental import functional as F
 from max.experimental.nn import Embedding, Linear, Module, ModuleList
 from max.experimental.tensor import Tensor
 
+from common import checkpoint
 from solutions.solution_15 import CheckpointError, check_against, parameter_shapes
 from solutions.solution_17 import compile_cached, generate_cached
 from solutions.solution_17 import empty_cache as empty_step_17_cache
@@ -150,11 +149,8 @@ def to_llama_state(tensors: dict[str, np.ndarray], config: LlamaConfig) -> dict[
 
 def load_llama_config(directory: Path) -> LlamaConfig:
     """config.json as a LlamaConfig; a model this step cannot run is a CheckpointError."""
-    path = Path(directory) / "config.json"
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as error:
-        raise CheckpointError(f"{path} could not be read: {error}") from None
+    path = Path(directory) / checkpoint.CONFIG
+    raw = checkpoint.read_config(Path(directory))
     rope = raw.get("rope_parameters") or raw.get("rope_scaling") or {}
     kind = rope.get("rope_type", rope.get("type", "default"))
     if kind != "default":
@@ -184,41 +180,17 @@ def load_llama_config(directory: Path) -> LlamaConfig:
     return LlamaConfig(**values)
 
 
-SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16}
-
-
-def read_safetensors(path: Path) -> dict[str, np.ndarray]:
-    """Every tensor of a safetensors file as float32 NumPy, bfloat16 included."""
-    data = Path(path).read_bytes()
-    (header_size,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8 : 8 + header_size])
-    body = memoryview(data)[8 + header_size :]
-    tensors = {}
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        if entry["dtype"] not in SAFETENSORS_DTYPES:
-            raise CheckpointError(
-                f"{path}: tensor {name} is {entry['dtype']}; expected F32, F16 or BF16."
-            )
-        start, end = entry["data_offsets"]
-        array = np.frombuffer(body[start:end], dtype=SAFETENSORS_DTYPES[entry["dtype"]])
-        if entry["dtype"] == "BF16":  # the top 16 bits of a float32
-            array = (array.astype(np.uint32) << 16).view(np.float32)
-        tensors[name] = array.astype(np.float32).reshape(entry["shape"])
-    return tensors
-
-
 def load_llama(directory: Path) -> LlamaForCausalLM:
     """Build the model from a checkpoint directory's config.json and load
-    model.safetensors into it; any mismatch is a CheckpointError naming the tensor."""
+    model.safetensors into it; any mismatch is a CheckpointError naming the tensor
+    (a file that cannot be read, common.checkpoint's Failure naming the file)."""
     config = load_llama_config(directory)
-    path = Path(directory) / "model.safetensors"
+    path = Path(directory) / checkpoint.WEIGHTS
     if not path.is_file():
         raise CheckpointError(
             f"{path} does not exist: the weights must be in one safetensors file."
         )
-    state = to_llama_state(read_safetensors(path), config)
+    state = to_llama_state(checkpoint.read_safetensors(path), config)
     with F.lazy():  # the random initial weights are replaced at once
         model = LlamaForCausalLM(config)
     check_against(state, parameter_shapes(model))

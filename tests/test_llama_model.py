@@ -14,14 +14,9 @@ import numpy as np
 import pytest
 import torch
 
+from common.checkpoint import read_safetensors
 from solutions.solution_15 import CheckpointError
-from solutions.solution_23 import (
-    compile_llama,
-    empty_cache,
-    generate_llama,
-    load_llama,
-    read_safetensors,
-)
+from solutions.solution_23 import compile_llama, empty_cache, generate_llama, load_llama
 from tests.checker.compare import close
 from tests.fixtures import (
     hf_llama,
