@@ -39,4 +39,10 @@ kernels against a git revision's in one process, taking turns (a decoded
 token's blocks, or a prompt's projections with --rows); and
 `gpu_kernels.py` is the program that Nsight Compute traces on a GPU, and the
 summary of its trace.
+
+Parts II and III have a bench each, one table for their step's page, on the
+command line they share (`command.py`): `llama.py` (python -m
+devtools.bench.llama) decodes step 23's model against transformers', and
+`mla.py` (python -m devtools.bench.mla) one attention layer four ways, steps
+21, 24 and 25.
 """
