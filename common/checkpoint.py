@@ -15,15 +15,20 @@ what to do.
   checkpoint of one of the kinds the command runs (GPT-2 unless it says more).
 - `hub_directory(model)`: the hub model's snapshot, cached or downloaded.
 - `model_type(directory)`: the kind of model, read from config.json in this one place.
+- `read_safetensors(path)`: every tensor of a weights file as float32 NumPy,
+  bfloat16 included, without torch (step 23's loader; its page explains the format).
 - `Tokenizer(directory)`: the one tokenizer loader (encode, decode).
 """
 
 from __future__ import annotations
 
 import json
+import struct
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from common.cli import Failure
 
@@ -145,6 +150,40 @@ def resolve(
     """The checkpoint directory a command runs on: `weights` (--weights) when
     given, else the snapshot of the hub's `model` (--model); checked either way."""
     return check_directory(hub_directory(model) if weights is None else weights, kinds)
+
+
+# -- the weights ----------------------------------------------------------------------
+
+# The dtypes read_safetensors widens to float32; bfloat16 is read as the 16-bit
+# integers it is stored as (NumPy has no bfloat16).
+SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16}
+
+
+# ANCHOR: read_safetensors
+def read_safetensors(path: Path) -> dict[str, np.ndarray]:
+    """Every tensor of a safetensors file as float32 NumPy, bfloat16 included."""
+    try:
+        data = Path(path).read_bytes()
+        (header_size,) = struct.unpack("<Q", data[:8])
+        header = json.loads(data[8 : 8 + header_size])
+    except (OSError, struct.error, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise Failure(f"{path} could not be read: {first_line(error)}") from None
+    body = memoryview(data)[8 + header_size :]
+    tensors = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        if entry["dtype"] not in SAFETENSORS_DTYPES:
+            raise Failure(f"{path}: tensor {name} is {entry['dtype']}; expected F32, F16 or BF16.")
+        start, end = entry["data_offsets"]
+        array = np.frombuffer(body[start:end], dtype=SAFETENSORS_DTYPES[entry["dtype"]])
+        if entry["dtype"] == "BF16":  # the top 16 bits of a float32
+            array = (array.astype(np.uint32) << 16).view(np.float32)
+        tensors[name] = array.astype(np.float32).reshape(entry["shape"])
+    return tensors
+
+
+# ANCHOR_END: read_safetensors
 
 
 # -- the tokenizer --------------------------------------------------------------------

@@ -9,7 +9,7 @@ torch), in the layouts real checkpoints use: for step 15's checks
 - `write_safetensors_checkpoint(directory, config, tensors)`: config.json and
   model.safetensors, as common.checkpoint reads them.
 - `write_random_llama(directory, config)`: a Llama-style checkpoint (Part II,
-  step 23), for its experiment and devtools/llama_bench.py; `SMOLLM2_135M` is
+  step 23), for its experiment and devtools/bench/llama.py; `SMOLLM2_135M` is
   the config of the model people run it with.
 
 `config` is a GPT2Config of step 01 (any object with its fields will do).

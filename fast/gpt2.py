@@ -271,8 +271,8 @@ class FastGenerator:
         # float32, round each key and value as they store it, widen as they read.
         cache_dtype = self.dtype
         head_dim = config.n_embd // config.n_head
-        cache_shape = [config.n_layer, batch, config.n_head, config.n_positions, head_dim]
-        cache_type = BufferType(cache_dtype, cache_shape, device=self.device)
+        kv_shape = [config.n_layer, batch, config.n_head, config.n_positions, head_dim]
+        cache_type = BufferType(cache_dtype, kv_shape, device=self.device)
         start_type = TensorType(DType.int64, [1], device=CPU())  # slice bounds: host values
 
         def token_type(seq):
@@ -283,7 +283,7 @@ class FastGenerator:
         # Two buffers of their own: two Tensor.zeros of one shape can come
         # back as one buffer (MAX merges equal constants), and the graphs
         # write into these.
-        caches = [Buffer.zeros(cache_shape, cache_dtype, self.device) for _ in range(2)]
+        caches = [Buffer.zeros(kv_shape, cache_dtype, self.device) for _ in range(2)]
         self.key_cache, self.value_cache = (Tensor(storage=cache) for cache in caches)
         self.pollers_set_aside: list[int] = []
         if self.on_host:

@@ -12,6 +12,8 @@ checkpoint loads into it; only `forward` learns to take and return the cache.
 """
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from max.dtype import DType
@@ -94,20 +96,31 @@ class CachedGPT2LMHeadModel(MaxGPT2LMHeadModel):
         return logits, F.stack(keys, axis=0), F.stack(values, axis=0)
 
 
-def empty_cache(config: GPT2Config, batch: int = 1) -> tuple[Tensor, Tensor]:
-    shape = [config.n_layer, batch, config.n_head, 0, config.n_embd // config.n_head]
+# The cache's shape for a model's config; `batch` and `past` are numbers, or
+# names (symbolic sizes) for a compiled graph. Step 23 runs these functions
+# with its own, for a model whose cache has key/value heads.
+KVShape = Callable[[Any, int | str, int | str], list]
+
+
+def gpt2_kv_shape(config: GPT2Config, batch: int | str, past: int | str) -> list:
+    """The keys' cache, and the values': [n_layer, batch, n_head, past, head_dim]."""
+    return [config.n_layer, batch, config.n_head, past, config.n_embd // config.n_head]
+
+
+def empty_cache(
+    config: GPT2Config, batch: int = 1, kv_shape: KVShape = gpt2_kv_shape
+) -> tuple[Tensor, Tensor]:
+    shape = kv_shape(config, batch, 0)
     return Tensor.zeros(shape, dtype=DType.float32), Tensor.zeros(shape, dtype=DType.float32)
 
 
-def compile_cached(model: CachedGPT2LMHeadModel):
+def compile_cached(model: CachedGPT2LMHeadModel, kv_shape: KVShape = gpt2_kv_shape):
     """Two graphs: the prompt (any length, empty cache) and one new token
     (any cache length). Each has static sizes where it needs them."""
     config = model.config
-    head_dim = config.n_embd // config.n_head
 
     def cache_type(past):
-        shape = [config.n_layer, "batch", config.n_head, past, head_dim]
-        return TensorType(DType.float32, shape, device=model.device)
+        return TensorType(DType.float32, kv_shape(config, "batch", past), device=model.device)
 
     def token_type(seq):
         return TensorType(DType.int64, ["batch", seq], device=model.device)
@@ -132,13 +145,14 @@ def generate_cached(
     temperature: float = 1.0,
     top_k: int | None = None,
     seed: int | None = None,
+    kv_shape: KVShape = gpt2_kv_shape,
 ):
     """Decoding with a cache: the prompt once, then one token per step.
 
     `forward` is the cached model or its compiled form (compile_cached).
     """
     rng = np.random.default_rng(seed)
-    past_keys, past_values = empty_cache(config)
+    past_keys, past_values = empty_cache(config, kv_shape=kv_shape)
     input_ids = np.asarray([prompt_ids], dtype=np.int64)
     for _ in range(max_new_tokens):
         logits, past_keys, past_values = forward(Tensor(input_ids), past_keys, past_values)

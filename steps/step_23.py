@@ -11,20 +11,18 @@ Stuck? Read docs/src/step_23.md (pixi run book).
 
 from __future__ import annotations
 
-import json
-import struct
 from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
-from max.dtype import DType
 from max.experimental import functional as F
 from max.experimental.nn import Embedding, Linear, Module, ModuleList
 from max.experimental.tensor import Tensor
-from max.graph import TensorType
 
-from solutions.solution_14 import sample_next_token
+from common import checkpoint
 from solutions.solution_15 import CheckpointError, check_against, parameter_shapes
+from solutions.solution_17 import compile_cached, generate_cached
+from solutions.solution_17 import empty_cache as empty_step_17_cache
 from solutions.solution_20 import RMSNorm, SwiGLUMLP
 from solutions.solution_21 import GroupedQueryAttention, LlamaConfig
 
@@ -109,60 +107,28 @@ class LlamaForCausalLM(Module[..., tuple[Tensor, Tensor, Tensor]]):
 # -- running it: the cache, the two compiled graphs, greedy or sampled tokens --
 
 
-def cache_shape(config: LlamaConfig, batch: int, past) -> list:
+def llama_kv_shape(config: LlamaConfig, batch: int | str, past: int | str) -> list:
+    """Step 17's cache with key/value heads: [layers, batch, kv_heads, past, head_dim]."""
     return [config.num_hidden_layers, batch, config.num_key_value_heads, past, config.head_dim]
 
 
 def empty_cache(config: LlamaConfig, batch: int = 1) -> tuple[Tensor, Tensor]:
-    shape = cache_shape(config, batch, 0)
-    return Tensor.zeros(shape, dtype=DType.float32), Tensor.zeros(shape, dtype=DType.float32)
+    return empty_step_17_cache(config, batch, llama_kv_shape)
 
 
 def compile_llama(model: LlamaForCausalLM):
-    """Two graphs, as in step 17: the prompt (any length, empty cache) and one
-    new token (any cache length)."""
-    config = model.config
-
-    def cache_type(past):
-        return TensorType(DType.float32, cache_shape(config, "batch", past), device=model.device)
-
-    def token_type(seq):
-        return TensorType(DType.int64, ["batch", seq], device=model.device)
-
-    prefill = model.compile(token_type("seq"), cache_type(0), cache_type(0))
-    decode = model.compile(token_type(1), cache_type("past"), cache_type("past"))
-
-    def forward(input_ids: Tensor, past_keys: Tensor, past_values: Tensor):
-        step = decode if int(past_keys.shape[3]) else prefill
-        return step(input_ids, past_keys, past_values)
-
-    return forward
+    """Step 17's two graphs, prefill and decode, for this model's cache."""
+    return compile_cached(model, llama_kv_shape)
 
 
 def generate_llama(
-    forward,
-    config: LlamaConfig,
-    prompt_ids: list[int],
-    max_new_tokens: int,
-    *,
-    do_sample: bool = False,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    seed: int | None = None,
+    forward, config: LlamaConfig, prompt_ids: list[int], max_new_tokens: int, **sampling
 ):
-    """The prompt once, then one token per step with the cache; yields token ids."""
-    rng = np.random.default_rng(seed)
-    past_keys, past_values = empty_cache(config)
-    input_ids = np.asarray([prompt_ids], dtype=np.int64)
-    for _ in range(max_new_tokens):
-        logits, past_keys, past_values = forward(Tensor(input_ids), past_keys, past_values)
-        last = np.asarray(logits.to_numpy())[0, -1]
-        if do_sample:
-            next_id = sample_next_token(last, temperature=temperature, top_k=top_k, rng=rng)
-        else:
-            next_id = int(np.argmax(last))
-        yield next_id
-        input_ids = np.asarray([[next_id]], dtype=np.int64)
+    """Step 17's decoding loop with this model's cache; yields token ids.
+    `sampling`: generate_cached's do_sample, temperature, top_k and seed."""
+    return generate_cached(
+        forward, config, prompt_ids, max_new_tokens, kv_shape=llama_kv_shape, **sampling
+    )
 
 
 # -- loading a checkpoint -------------------------------------------------------
@@ -193,11 +159,8 @@ def to_llama_state(tensors: dict[str, np.ndarray], config: LlamaConfig) -> dict[
 
 def load_llama_config(directory: Path) -> LlamaConfig:
     """config.json as a LlamaConfig; a model this step cannot run is a CheckpointError."""
-    path = Path(directory) / "config.json"
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as error:
-        raise CheckpointError(f"{path} could not be read: {error}") from None
+    path = Path(directory) / checkpoint.CONFIG
+    raw = checkpoint.read_config(Path(directory))
     rope = raw.get("rope_parameters") or raw.get("rope_scaling") or {}
     kind = rope.get("rope_type", rope.get("type", "default"))
     if kind != "default":
@@ -227,41 +190,17 @@ def load_llama_config(directory: Path) -> LlamaConfig:
     return LlamaConfig(**values)
 
 
-SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16}
-
-
-def read_safetensors(path: Path) -> dict[str, np.ndarray]:
-    """Every tensor of a safetensors file as float32 NumPy, bfloat16 included."""
-    data = Path(path).read_bytes()
-    (header_size,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8 : 8 + header_size])
-    body = memoryview(data)[8 + header_size :]
-    tensors = {}
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        if entry["dtype"] not in SAFETENSORS_DTYPES:
-            raise CheckpointError(
-                f"{path}: tensor {name} is {entry['dtype']}; expected F32, F16 or BF16."
-            )
-        start, end = entry["data_offsets"]
-        array = np.frombuffer(body[start:end], dtype=SAFETENSORS_DTYPES[entry["dtype"]])
-        if entry["dtype"] == "BF16":  # the top 16 bits of a float32
-            array = (array.astype(np.uint32) << 16).view(np.float32)
-        tensors[name] = array.astype(np.float32).reshape(entry["shape"])
-    return tensors
-
-
 def load_llama(directory: Path) -> LlamaForCausalLM:
     """Build the model from a checkpoint directory's config.json and load
-    model.safetensors into it; any mismatch is a CheckpointError naming the tensor."""
+    model.safetensors into it; any mismatch is a CheckpointError naming the tensor
+    (a file that cannot be read, common.checkpoint's Failure naming the file)."""
     config = load_llama_config(directory)
-    path = Path(directory) / "model.safetensors"
+    path = Path(directory) / checkpoint.WEIGHTS
     if not path.is_file():
         raise CheckpointError(
             f"{path} does not exist: the weights must be in one safetensors file."
         )
-    state = to_llama_state(read_safetensors(path), config)
+    state = to_llama_state(checkpoint.read_safetensors(path), config)
     with F.lazy():  # the random initial weights are replaced at once
         model = LlamaForCausalLM(config)
     check_against(state, parameter_shapes(model))

@@ -4,7 +4,7 @@ For the learner: `check.py` (`python -m tests.check NN`) runs a step's
 checks, declared in `specs/step_NN/` (its checks in `__init__.py`, their hints
 as data in `hints.toml`) on the shared machinery in `checker/`, whose
 `__init__.py` is the interface the learner's commands use, against the NumPy
-references: `reference.py` (GPT-2, Part I), `reference_llama.py` (Part II's
+references: `reference_gpt2.py` (GPT-2, Part I), `reference_llama.py` (Part II's
 pieces and the Llama-style model), `reference_mla.py` (multi-head latent
 attention and its absorbed decode) and `reference_backward.py` (attention's
 backward pass and finite differences).

@@ -1,7 +1,7 @@
 """An independent NumPy reference of attention's backward pass (step 26), and
 the finite differences the checker measures every gradient against.
 
-Plain float64 NumPy. The forward is tests/reference.py's GPT-2 attention;
+Plain float64 NumPy. The forward is tests/reference_gpt2.py's GPT-2 attention;
 the backward is written from the chain rule and checked against PyTorch's
 autograd (and against the finite differences below) in
 ``tests/test_reference_backward.py``. Weights use MAX's layout: a Linear's
@@ -11,7 +11,7 @@ Every gradient here is of a scalar loss L whose gradient with respect to the
 function's output is given (``grad_output``, dL/dout): L = sum(out *
 grad_output) has exactly that gradient, which is what ``gradients`` measures.
 
-As in tests/reference.py, keyword arguments with defaults reproduce a
+As in tests/reference_gpt2.py, keyword arguments with defaults reproduce a
 learner's likely mistake so that a checker can name it; the defaults are the
 right derivative.
 """
@@ -23,7 +23,13 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from tests.reference import Weights, causal_mask, linear, merge_heads, softmax, split_heads
+from tests.reference_gpt2 import (
+    Weights,
+    attention_weights,
+    linear,
+    merge_heads,
+    split_heads,
+)
 
 # --------------------------------------------------------------------------
 # finite differences
@@ -71,10 +77,9 @@ def transpose(x: np.ndarray) -> np.ndarray:
 def attention_forward(
     query: np.ndarray, key: np.ndarray, value: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Causal scaled dot-product attention over [..., seq, head_dim]: the
-    output and the softmax's weights P, which the backward pass reuses."""
-    scores = query @ transpose(key) / math.sqrt(query.shape[-1])
-    probs = softmax(scores + causal_mask(query.shape[-2]), axis=-1)
+    """GPT-2's causal attention over [..., seq, head_dim]: the output and the
+    softmax's weights P, which the backward pass reuses."""
+    probs = attention_weights(query, key)
     return probs @ value, probs
 
 
@@ -178,7 +183,7 @@ def mha_backward(
     **attention_options,
 ) -> dict[str, np.ndarray]:
     """The gradients of x and of c_attn's and c_proj's weights and biases, by
-    name, for tests/reference.py's multi_head_attention (weights by name).
+    name, for tests/reference_gpt2.py's multi_head_attention (weights by name).
 
     The mistakes: qkv_order, the order in which dQ, dK and dV are joined
     before c_attn's backward ("kqv"...); attention_options,

@@ -7,7 +7,7 @@ checked against Hugging Face transformers' Llama and Mistral modules in
 ``tests/test_reference_llama.py``. Weights use MAX's layout, which for these
 models is also Hugging Face's: a Linear's weight is [out_features, in_features].
 
-As in tests/reference.py, keyword arguments with defaults reproduce a
+As in tests/reference_gpt2.py, keyword arguments with defaults reproduce a
 learner's likely mistake so that a checker can name it; the defaults are the
 models' behaviour.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.reference import Weights, linear, merge_heads, softmax, split_heads
+from tests.reference_gpt2 import Weights, attention, linear, merge_heads, split_heads
 
 # --------------------------------------------------------------------------
 # rotary position embeddings (step 19)
@@ -93,31 +93,6 @@ def turned(
     }
 
 
-def causal_attention(
-    query: np.ndarray,
-    key: np.ndarray,
-    value: np.ndarray,
-    num_cached: int = 0,
-    *,
-    window: int | None = None,
-    scale: float | None = None,
-) -> np.ndarray:
-    """Attention of `seq` new queries over `num_cached + seq` keys and values.
-
-    New token i sits at position num_cached + i and sees key j when
-    j <= num_cached + i and, with a window, j > num_cached + i - window."""
-    seq, total = query.shape[-2], key.shape[-2]
-    scale = 1.0 / np.sqrt(query.shape[-1]) if scale is None else scale
-    scores = (query @ np.swapaxes(key, -1, -2)) * scale
-    rows = np.arange(seq)[:, None] + num_cached
-    cols = np.arange(total)[None, :]
-    visible = cols <= rows
-    if window is not None:
-        visible &= cols > rows - window
-    scores = np.where(visible, scores, -np.inf)
-    return softmax(scores, axis=-1) @ value
-
-
 def rope_attention(
     query: np.ndarray,
     key: np.ndarray,
@@ -144,7 +119,7 @@ def rope_attention(
     rotated = turned(rotate, cos, sin, interleaved, query=query, key=key, value=value)
     keys = np.concatenate([past_key, rotated["key"]], axis=-2)
     values = np.concatenate([past_value, rotated["value"]], axis=-2)
-    return causal_attention(rotated["query"], keys, values, past), keys, values
+    return attention(rotated["query"], keys, values, past), keys, values
 
 
 # --------------------------------------------------------------------------
@@ -213,7 +188,7 @@ def gqa_attention(
     keys = np.concatenate([past_key, rotated["key"]], axis=-2)
     values = np.concatenate([past_value, rotated["value"]], axis=-2)
     group = num_heads // num_kv_heads
-    out = causal_attention(
+    out = attention(
         rotated["query"],
         repeat_kv(keys, group, tiled=tiled),
         repeat_kv(values, group, tiled=tiled),

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tests.reference import Weights, linear, merge_heads, softmax
+from tests.reference_gpt2 import Weights, linear, merge_heads, softmax
 from tests.reference_llama import apply_rope, rms_norm, rope_tables
 
 NORM_EPS = 1e-6  # DeepseekV3Attention builds its two norms with RMSNorm's default eps

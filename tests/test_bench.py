@@ -380,17 +380,17 @@ def test_smoke_run_on_a_tiny_model(tmp_path: Path) -> None:
 
 
 def test_mla_bench_reports_every_contender_and_length() -> None:
-    """devtools.mla_bench's table: a row per attention with its cache bytes, a
+    """devtools.bench.mla's table: a row per attention with its cache bytes, a
     column per context length (the measuring itself compiles four graphs at
     DeepSeek-V2-Lite's sizes, minutes of work: run by hand, not here)."""
-    from devtools import mla_bench
+    from devtools.bench import mla
 
-    bytes_per_token = mla_bench.cache_bytes_per_token()
+    bytes_per_token = mla.cache_bytes_per_token()
     # MLA caches the latent and the rotary key; MHA every head's key and value.
     assert bytes_per_token["absorbed"] == (512 + 64) * 4
     assert bytes_per_token["mha"] == 2 * 16 * 128 * 4
     summary = {"median": 2.0, "min": 1.0, "max": 3.0}
-    report = mla_bench.format_report(
+    report = mla.format_report(
         dict(
             machine="Some CPU, 2 cores",
             load=dict(loadavg_before=[0.5], loadavg_after=[0.6], other_processes_cpu_fraction=0.0),
@@ -399,14 +399,12 @@ def test_mla_bench_reports_every_contender_and_length() -> None:
             lengths=[16, 64],
             compile_seconds=1.0,
             cache_bytes=bytes_per_token,
-            results={
-                str(length): {key: summary for key in mla_bench.CONTENDERS} for length in (16, 64)
-            },
+            results={str(length): {key: summary for key in mla.CONTENDERS} for length in (16, 64)},
         )
     )
     assert report.startswith("Machine: Some CPU, 2 cores.")
     assert "| 16 cached: ms per token | 64 cached: ms per token |" in report
-    for label in mla_bench.CONTENDERS.values():
+    for label in mla.CONTENDERS.values():
         assert f"| {label} |" in report
     assert "| 2,304 B | 2.0 (1.0-3.0) | 2.0 (1.0-3.0) |" in report
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from common import checkpoint
@@ -113,6 +114,32 @@ def test_a_broken_config_is_one_line(whole: Path, tmp_path: Path) -> None:
     (directory / checkpoint.CONFIG).write_text("{not json")
     with pytest.raises(Failure, match="config.json could not be read"):
         checkpoint.check_directory(directory)
+
+
+# -- the weights -------------------------------------------------------------------------
+
+
+def test_safetensors_read_without_torch_equal_the_librarys(whole: Path) -> None:
+    from safetensors.numpy import load_file
+
+    path = whole / checkpoint.WEIGHTS
+    ours, library = checkpoint.read_safetensors(path), load_file(str(path))
+    assert ours.keys() == library.keys()
+    for name, array in library.items():
+        assert ours[name].dtype == np.float32 and np.array_equal(ours[name], array), name
+
+
+def test_unreadable_weights_are_one_line(tmp_path: Path) -> None:
+    from safetensors.numpy import save_file
+
+    cut = tmp_path / "cut.safetensors"
+    cut.write_bytes(b"\x10\x00")
+    with pytest.raises(Failure, match="cut.safetensors could not be read"):
+        checkpoint.read_safetensors(cut)
+    doubles = tmp_path / "doubles.safetensors"
+    save_file({"w": np.zeros((2, 3), np.float64)}, str(doubles))
+    with pytest.raises(Failure, match="tensor w is F64; expected F32, F16 or BF16"):
+        checkpoint.read_safetensors(doubles)
 
 
 # -- the tokenizer ----------------------------------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 
 from common import max_runtime
 from solutions.solution_17 import CachedGPT2LMHeadModel, compile_cached, generate_cached
-from tests import reference as ref
+from tests import reference_gpt2 as ref
 from tests.checker import Context
 from tests.specs.model_parts import small_config, tied_lm_weights
 

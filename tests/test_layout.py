@@ -156,7 +156,7 @@ TESTS_AUDIENCE = {
     "checker/*": "learner",
     "specs/*/mistakes.py": "maintainers",
     "specs/*": "learner",
-    "reference.py": "learner",
+    "reference_gpt2.py": "learner",
     "reference_llama.py": "learner",
     "reference_mla.py": "learner",
     "reference_backward.py": "learner",

@@ -14,14 +14,9 @@ import numpy as np
 import pytest
 import torch
 
+from common.checkpoint import read_safetensors
 from solutions.solution_15 import CheckpointError
-from solutions.solution_23 import (
-    compile_llama,
-    empty_cache,
-    generate_llama,
-    load_llama,
-    read_safetensors,
-)
+from solutions.solution_23 import compile_llama, empty_cache, generate_llama, load_llama
 from tests.checker.compare import close
 from tests.fixtures import (
     hf_llama,
@@ -170,7 +165,7 @@ def test_generate_refuses_gpt2_only_flags_for_llama(tied) -> None:
 
 def test_the_benchmarks_checkpoint_loads_and_its_report_names_the_machine(tmp_path: Path) -> None:
     from common.random_checkpoint import SMOLLM2_135M, write_random_llama
-    from devtools import llama_bench
+    from devtools.bench import llama as llama_bench
 
     config = dict(
         SMOLLM2_135M,

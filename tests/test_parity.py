@@ -20,7 +20,7 @@ from solutions.solution_15 import (
     read_tensors,
     to_max_layout,
 )
-from tests import reference as ref
+from tests import reference_gpt2 as ref
 from tests.checker.compare import close
 from tests.fixtures import hf_model, write_checkpoint
 

@@ -17,10 +17,10 @@ import pytest
 import torch
 from transformers.models.gpt2.modeling_gpt2 import GPT2Attention
 
-from tests import reference as base
 from tests import reference_backward as ref
+from tests import reference_gpt2 as base
 from tests.checker.compare import close
-from tests.test_reference import hf_causal_mask, init_weights, make_config, to_reference
+from tests.test_reference_gpt2 import hf_causal_mask, init_weights, make_config, to_reference
 
 RTOL, ATOL = 1e-9, 1e-11  # float64 against float64
 FD_RTOL = 1e-6  # finite differences: truncation and rounding at eps 1e-6

@@ -41,4 +41,10 @@ token's blocks, or a prompt's projections with --rows); and
 summary of its trace. `TUNING_LOG.md` records how each change to the fast
 model's kernels was measured with them, what it bought, and what was tried
 and not kept.
+
+Parts II and III have a bench each, one table for their step's page, on the
+command line they share (`command.py`): `llama.py` (python -m
+devtools.bench.llama) decodes step 23's model against transformers', and
+`mla.py` (python -m devtools.bench.mla) one attention layer four ways, steps
+21, 24 and 25.
 """

@@ -84,10 +84,9 @@ def block_inputs(blocks: int, dtype_name: str) -> tuple[list, list, list, int]:
     # so that a token at a later position (kernels_ab --position) attends
     # over keys and values that differ.
     generator = torch.Generator().manual_seed(0)
-    cache_shape = (blocks, 1, HEADS, CONTEXT, EMBED // HEADS)
+    kv_shape = (blocks, 1, HEADS, CONTEXT, EMBED // HEADS)
     key_cache, value_cache = (
-        torch.randn(cache_shape, generator=generator).to(getattr(torch, dtype_name))
-        for _ in range(2)
+        torch.randn(kv_shape, generator=generator).to(getattr(torch, dtype_name)) for _ in range(2)
     )
     tensors = [torch.randn(1, 1, EMBED, generator=generator), key_cache, value_cache]
     parameters = []
@@ -131,8 +130,8 @@ def chain_graph(
     from fast.kernel_ops import KERNELS
 
     cpu = DeviceRef.CPU()
-    cache_shape = [blocks, 1, HEADS, CONTEXT, EMBED // HEADS]
-    cache_type = BufferType(DTYPES[dtype_name], cache_shape, device=cpu)
+    kv_shape = [blocks, 1, HEADS, CONTEXT, EMBED // HEADS]
+    cache_type = BufferType(DTYPES[dtype_name], kv_shape, device=cpu)
     types = [TensorType(DType.float32, [1, 1, EMBED], device=cpu), cache_type, cache_type]
     names = [f"parameter_{index}" for index in range(len(parameters))]
 

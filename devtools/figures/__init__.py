@@ -2,7 +2,7 @@
 
 No plotting library: each figure is a few rectangles, lines and labels written
 from string templates. The numbers in the figures come from the NumPy reference
-(tests/reference.py), so a figure shows what the checkers test.
+(tests/reference_gpt2.py), so a figure shows what the checkers test.
 
 The output is deterministic (no dates, fixed number formatting), and
 tests/test_book.py regenerates the figures and compares them byte for byte with

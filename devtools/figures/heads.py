@@ -15,7 +15,7 @@ from common.svg import (
     rect,
     text,
 )
-from tests import reference as ref
+from tests import reference_gpt2 as ref
 
 
 def head_grid(

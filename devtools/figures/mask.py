@@ -16,7 +16,7 @@ from common.svg import (
     rect,
     text,
 )
-from tests import reference as ref
+from tests import reference_gpt2 as ref
 
 
 def mask_panel(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from solutions.solution_23 import read_safetensors
+from common.checkpoint import read_safetensors
 
 
 # %%

@@ -2,7 +2,7 @@
 # # Step 23, try it: a small Llama checkpoint, from its bytes to its tokens
 #
 # Writes a Llama-style checkpoint of random weights into a temporary folder,
-# as the benchmark (`python -m devtools.llama_bench`) writes its SmolLM2-135M-shaped one, but
+# as the benchmark (`python -m devtools.bench.llama`) writes its SmolLM2-135M-shaped one, but
 # small: 2 layers, hidden 32, 4 query heads sharing 2 key/value heads, a
 # vocabulary of 64, the head tied. Then: the safetensors file's first bytes
 # and header; what the loader refuses; the model loaded with `load_llama` and

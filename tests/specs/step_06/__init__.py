@@ -1,6 +1,6 @@
 """Checks for step 06: GPT2Embeddings (token + position)."""
 
-from tests import reference as ref
+from tests import reference_gpt2 as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor
 from tests.specs.devices import arange_devices, expect_on
 from tests.specs.model_parts import (

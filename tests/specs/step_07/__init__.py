@@ -4,7 +4,7 @@ import re
 
 import numpy as np
 
-from tests import reference as ref
+from tests import reference_gpt2 as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor
 from tests.checker.compare import close
 from tests.checker.engine import parameter_shapes

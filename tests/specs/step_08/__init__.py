@@ -5,7 +5,7 @@ import re
 
 import numpy as np
 
-from tests import reference as ref
+from tests import reference_gpt2 as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, expect_shape, tensor, to_numpy
 from tests.checker.compare import close
 

@@ -5,7 +5,7 @@ import re
 
 import numpy as np
 
-from tests import reference as ref
+from tests import reference_gpt2 as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor, to_numpy
 from tests.specs.model_parts import BATCH, SEQ, linear_shapes, small_config
 from tests.specs.step_07 import split_failure

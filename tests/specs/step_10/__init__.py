@@ -5,7 +5,7 @@ from max.experimental import functional as F
 
 from solutions.solution_03 import LayerNorm
 from solutions.solution_04 import GPT2MLP
-from tests import reference as ref
+from tests import reference_gpt2 as ref
 from tests.checker import Check, Context, Step, expect_close, tensor, to_numpy
 from tests.specs.model_parts import BATCH, SEQ, linear_shapes, small_config
 

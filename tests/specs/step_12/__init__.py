@@ -1,6 +1,6 @@
 """Checks for step 12: GPT2Model."""
 
-from tests import reference as ref
+from tests import reference_gpt2 as ref
 from tests.checker import Check, Context, Fail, Step, expect_close
 from tests.specs.model_parts import (
     BATCH,

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from tests import reference as ref
+from tests import reference_gpt2 as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor
 from tests.specs.model_parts import BATCH, SEQ, lm_shapes, small_config, tied_lm_weights
 

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from tests import reference as ref
+from tests import reference_gpt2 as ref
 from tests.checker import Context, Fail
 from tests.specs.model_parts import tied_lm_weights
 

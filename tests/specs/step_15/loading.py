@@ -9,7 +9,7 @@ import numpy as np
 
 from solutions.solution_01 import GPT2Config
 from solutions.solution_13 import MaxGPT2LMHeadModel
-from tests import reference as ref
+from tests import reference_gpt2 as ref
 from tests.checker import Context, Fail, expect_close, tensor
 from tests.specs.model_parts import BATCH, SEQ, model_shapes, small_config, tied_lm_weights
 

@@ -4,7 +4,7 @@ import re
 
 import numpy as np
 
-from tests import reference as ref
+from tests import reference_gpt2 as ref
 from tests.checker import Check, Context, Fail, Step, as_one_graph, expect_close, tensor, to_numpy
 from tests.checker.compare import close
 from tests.specs.model_parts import lm_shapes, small_config, tied_lm_weights

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests import reference as ref
+from tests import reference_gpt2 as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, tensor, to_numpy
 from tests.checker.compare import close
 from tests.specs.model_parts import linear_shapes, lm_shapes, small_config, tied_lm_weights

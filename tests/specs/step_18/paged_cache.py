@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from tests import reference as ref
+from tests import reference_gpt2 as ref
 from tests.checker import Fail, tensor, to_numpy
 from tests.specs.model_parts import small_config
 

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from tests import reference as gpt2
+from tests import reference_gpt2 as gpt2
 from tests import reference_llama as ref
 from tests.checker import (
     Check,

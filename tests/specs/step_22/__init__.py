@@ -102,7 +102,7 @@ def attend_in_chunks(ctx: Context, window: int, chunks: tuple[int, ...]) -> None
     cache the last returned: outputs and caches against the reference."""
     attend = ctx.get("sliding_window_attention")
     q, k, v = qkv(ctx, sum(chunks))
-    want = ref.causal_attention(q, k, v, 0, window=window)
+    want = ref.attention(q, k, v, 0, window=window)
     past_k = past_v = np.zeros((BATCH, HEADS, 0, HEAD_DIM), np.float32)
     done = 0
     for seq in chunks:
@@ -239,7 +239,7 @@ def decodes_like_full_attention(ctx: Context) -> None:
     decode = ctx.get("ring_decode")
     length = 2 * WINDOW + 1
     q, k, v = qkv(ctx, length)
-    want = ref.causal_attention(q, k, v, 0, window=WINDOW)
+    want = ref.attention(q, k, v, 0, window=WINDOW)
     buffer_k = buffer_v = np.zeros((BATCH, HEADS, WINDOW, HEAD_DIM), np.float32)
     for p in range(length):
         one = [tensor(np.ascontiguousarray(t[:, :, p : p + 1])) for t in (q, k, v)]
@@ -253,7 +253,7 @@ def decodes_like_full_attention(ctx: Context) -> None:
         what = f"ring_decode's output for the token at position {p}"
         mistakes = {}
         if 0 < p < WINDOW:
-            older = ref.causal_attention(q[:, :, p : p + 1], k[:, :, :p], v[:, :, :p], p - 1)
+            older = ref.attention(q[:, :, p : p + 1], k[:, :, :p], v[:, :, :p], p - 1)
             mistakes[SEES_ITSELF] = older
         hint = (
             "At position 0 the new token is the only one to attend to, so the output is its "

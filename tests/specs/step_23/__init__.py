@@ -15,6 +15,8 @@ from tests.checker import (
     to_numpy,
 )
 
+from .pieces import expect_layers_in_order, expect_own_caches, reference_layer, run_recorded
+
 SIZES = dict(
     vocab_size=97,
     hidden_size=64,
@@ -32,6 +34,7 @@ HEADS, KV_HEADS, LAYERS = SIZES["num_attention_heads"], SIZES["num_key_value_hea
 D = H // HEADS
 EPS = SIZES["rms_norm_eps"]
 BATCH, SEQ = 2, 5
+LAYER = reference_layer(HEADS, KV_HEADS, SIZES["rope_theta"], EPS)
 
 
 def layer_shapes(prefix: str = "") -> dict[str, tuple[int, ...]]:
@@ -178,22 +181,6 @@ def new_model(ctx: Context, tied: bool):
     return model, weights
 
 
-def run_model(ctx: Context, model, ids: np.ndarray, past_keys, past_values):
-    result = ctx.run_lazily(
-        "LlamaForCausalLM.forward",
-        model,
-        tensor(ids),
-        tensor(np.ascontiguousarray(past_keys)),
-        tensor(np.ascontiguousarray(past_values)),
-    )
-    if not isinstance(result, tuple) or len(result) != 3:
-        raise Fail(
-            f"LlamaForCausalLM.forward returned {type(result).__name__}, expected (logits, "
-            "keys, values).",
-        )
-    return result
-
-
 def expected_logits(weights: dict, ids: np.ndarray, tied: bool) -> np.ndarray:
     used = dict(weights)
     if tied:
@@ -238,7 +225,8 @@ def logits_match_llama(ctx: Context) -> None:
     for tied in (True, False):
         model, weights = build_model(ctx, tied)
         ids = ctx.token_ids(V, BATCH, SEQ)
-        logits, keys, values = run_model(ctx, model, ids, *empty_cache())
+        (logits, keys, values), calls = run_recorded(ctx, model, ids, *empty_cache())
+        expect_layers_in_order(calls, LAYERS, weights, ids, LAYER)
         want = expected_logits(weights, ids, tied)
         mistakes = {}
         if not tied:
@@ -271,9 +259,10 @@ def cache_continues_the_text(ctx: Context) -> None:
     model, weights = build_model(ctx, True)
     ids = ctx.token_ids(V, BATCH, SEQ + 1)
     want = expected_logits(weights, ids, True)
-    _, keys, values = run_model(ctx, model, ids[:, :SEQ], *empty_cache())
+    (_, keys, values), _ = run_recorded(ctx, model, ids[:, :SEQ], *empty_cache())
     keys, values = to_numpy(keys, "the returned keys"), to_numpy(values, "the returned values")
-    logits, keys, values = run_model(ctx, model, ids[:, SEQ:], keys, values)
+    (logits, grown, _), calls = run_recorded(ctx, model, ids[:, SEQ:], keys, values)
+    expect_own_caches(calls, keys, values)
     expect_close(
         logits,
         want[:, SEQ:],
@@ -282,7 +271,9 @@ def cache_continues_the_text(ctx: Context) -> None:
         "model return every layer's grown cache?",
         model="Llama",
     )
-    expect_shape(keys, (LAYERS, BATCH, KV_HEADS, SEQ + 1, D), "the keys after one more token", None)
+    expect_shape(
+        grown, (LAYERS, BATCH, KV_HEADS, SEQ + 1, D), "the keys after one more token", None
+    )
 
 
 # -- loading ------------------------------------------------------------------

@@ -56,6 +56,18 @@ MISTAKES = [
         "its own layer of the cache",
     ),
     m(
+        "every layer reads the embeddings",
+        "hidden_states, key, value = layer(hidden_states, past_keys[index], past_values[index])",
+        "_, key, value = layer(hidden_states, past_keys[index], past_values[index])",
+        "It read the embeddings",
+    ),
+    m(
+        "the keys' cache given as the values'",
+        "layer(hidden_states, past_keys[index], past_values[index])",
+        "layer(hidden_states, past_keys[index], past_keys[index])",
+        "read layer 0's key cache as its value cache",
+    ),
+    m(
         "the tied head not filled",
         'state.setdefault("lm_head.weight", state["model.embed_tokens.weight"])',
         "pass",

@@ -9,8 +9,8 @@ batch * seq (10), so no missing transpose fits a shape by luck."""
 
 import numpy as np
 
-from tests import reference as base
 from tests import reference_backward as ref
+from tests import reference_gpt2 as base
 from tests.checker import Check, Context, Fail, Step, expect_close, expect_shape, tensor, to_numpy
 from tests.checker.compare import close
 

@@ -3,7 +3,7 @@ step 24's multi-head latent attention (expand every cached latent, then
 attend), step 25's absorbed decode, and step 21's grouped-query and
 multi-head attention of the same width.
 
-    python -m devtools.mla_bench [--lengths 256 1024 4096 16384] [--rounds 5] [--out docs/src/bench/mla_decode.md]
+    python -m devtools.bench.mla [--lengths 256 1024 4096 16384] [--rounds 5] [--out docs/src/bench/mla_decode.md]
 
 The sizes are DeepSeek-V2-Lite's attention with a compressed query: hidden
 2048, 16 heads, kv_lora_rank 512, qk_nope_head_dim 128, qk_rope_head_dim 64,
@@ -23,12 +23,10 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import numpy as np
 
-from common.cli import ArgumentParser, exit_status
-from devtools.bench import machine, reporting, stats
+from devtools.bench import command, machine, reporting, stats
 
 HIDDEN, HEADS, HEAD_DIM = 2048, 16, 128
 MLA = dict(
@@ -204,9 +202,7 @@ def format_report(data: dict) -> str:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = ArgumentParser(
-        prog="python -m devtools.mla_bench", description=__doc__.splitlines()[0]
-    )
+    parser = command.parser("devtools.bench.mla", __doc__, rounds=5)
     parser.add_argument(
         "--lengths",
         type=int,
@@ -214,12 +210,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=[256, 1024, 4096, 16384],
         help="cached tokens before the decoded one (default 256 1024 4096 16384)",
     )
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
     parser.add_argument(
         "--repeats", type=int, default=3, help="decodes timed together per sample (default 3)"
-    )
-    parser.add_argument(
-        "--out", type=Path, help="also write the table here (and the data as .json)"
     )
     args = parser.parse_args(argv)
     if min(args.lengths) < 1 or args.rounds < 1 or args.repeats < 1:
@@ -227,16 +219,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def run(args: argparse.Namespace) -> None:
-    data = measure(args.lengths, args.rounds, args.repeats)
-    reporting.publish(format_report(data), data, args.out)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    from common import max_runtime
-
-    max_runtime.prepare()
-    return exit_status(lambda: run(parse_args(argv)))
+    return command.main(
+        parse_args,
+        lambda args: measure(args.lengths, args.rounds, args.repeats),
+        format_report,
+        argv,
+    )
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Step 23's compiled Llama-style model against transformers' LlamaForCausalLM,
 decoding the same weights on this CPU.
 
-    python -m devtools.llama_bench [--tokens 64] [--rounds 3] [--out docs/src/bench/llama_decode.md]
+    python -m devtools.bench.llama [--tokens 64] [--rounds 3] [--out docs/src/bench/llama_decode.md]
 
 Both run a SmolLM2-135M-shaped checkpoint of random weights written here
 (30 layers, 9 query heads sharing 3 key/value heads, hidden 576, vocabulary
@@ -28,9 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from common.cli import ArgumentParser, exit_status
 from common.random_checkpoint import SMOLLM2_135M, write_random_llama
-from devtools.bench import machine, reporting, stats
+from devtools.bench import command, machine, reporting, stats
 
 PROMPT_LENGTH = 16
 CONTENDERS = {
@@ -182,14 +181,8 @@ def format_report(data: dict) -> str:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = ArgumentParser(
-        prog="python -m devtools.llama_bench", description=__doc__.splitlines()[0]
-    )
+    parser = command.parser("devtools.bench.llama", __doc__, rounds=3)
     parser.add_argument("--tokens", type=int, default=64, help="tokens per run (default 64)")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
-    parser.add_argument(
-        "--out", type=Path, help="also write the table here (and the data as .json)"
-    )
     parser.add_argument(
         "--layers",
         type=int,
@@ -202,19 +195,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def run(args: argparse.Namespace) -> None:
+def measure_args(args: argparse.Namespace) -> dict:
+    """`measure` on a random checkpoint of SmolLM2-135M's shapes, written for the run."""
     config = dict(SMOLLM2_135M, num_hidden_layers=args.layers)
     with tempfile.TemporaryDirectory() as scratch:
         directory = write_random_llama(Path(scratch) / "smollm2-135m-random", config)
-        data = measure(directory, args.tokens, args.rounds)
-    reporting.publish(format_report(data), data, args.out)
+        return measure(directory, args.tokens, args.rounds)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from common import max_runtime
-
-    max_runtime.prepare()
-    return exit_status(lambda: run(parse_args(argv)))
+    return command.main(parse_args, measure_args, format_report, argv)
 
 
 if __name__ == "__main__":

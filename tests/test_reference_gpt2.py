@@ -1,4 +1,4 @@
-"""The NumPy reference (tests/reference.py) checked against Hugging Face
+"""The NumPy reference (tests/reference_gpt2.py) checked against Hugging Face
 transformers, the trusted oracle.
 
 Every test builds a small Hugging Face module from a local ``GPT2Config``
@@ -24,7 +24,7 @@ from transformers.activations import NewGELUActivation
 from transformers.models.gpt2.modeling_gpt2 import GPT2MLP, GPT2Attention, GPT2Block
 from transformers.pytorch_utils import Conv1D
 
-from tests import reference as ref
+from tests import reference_gpt2 as ref
 from tests.checker.compare import close
 
 RTOL = 1e-4  # torch float32 against NumPy float64

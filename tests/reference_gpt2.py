@@ -1,7 +1,7 @@
 """An independent NumPy implementation of GPT-2, the checkers' ground truth.
 
 Everything here is plain float64 NumPy, written from the GPT-2 paper and
-checked against Hugging Face transformers in ``tests/test_reference.py``.
+checked against Hugging Face transformers in ``tests/test_reference_gpt2.py``.
 Weights use MAX's layout: a Linear's weight is [out_features, in_features]
 (Hugging Face's Conv1D stores the transpose).
 
@@ -44,11 +44,15 @@ def layer_norm(
     return (x - mean) / np.sqrt(var + eps) * weight + bias
 
 
-def causal_mask(sequence_length: int, num_tokens: int = 0) -> np.ndarray:
-    """0 where row i may attend to column j (j <= i + num_tokens), else -inf."""
-    rows = np.arange(sequence_length)[:, None]
+def causal_mask(sequence_length: int, num_tokens: int = 0, window: int | None = None) -> np.ndarray:
+    """0 where row i may attend to column j (j <= i + num_tokens, and with a
+    window j > i + num_tokens - window), else -inf."""
+    rows = np.arange(sequence_length)[:, None] + num_tokens
     cols = np.arange(num_tokens + sequence_length)[None, :]
-    return np.where(cols <= rows + num_tokens, 0.0, -np.inf)
+    visible = cols <= rows
+    if window is not None:
+        visible &= cols > rows - window
+    return np.where(visible, 0.0, -np.inf)
 
 
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -57,25 +61,28 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return exp / exp.sum(axis=axis, keepdims=True)
 
 
-def attention(
+def attention_weights(
     query: np.ndarray,
     key: np.ndarray,
-    value: np.ndarray,
+    num_cached: int = 0,
     *,
+    window: int | None = None,
     scale: float | None = None,
     mask: str = "causal",
     softmax_axis: int = -1,
 ) -> np.ndarray:
-    """Scaled dot-product attention over [..., seq, head_dim] inputs.
+    """The softmax's weights of scaled dot-product attention, [..., seq, past + seq]:
+    `seq` new queries over `num_cached + seq` keys. New token i sits at position
+    num_cached + i and sees key j when j <= num_cached + i and, with a window,
+    j > num_cached + i - window.
 
-    mask: "causal" (GPT-2), "none", "inverted" (only the future is visible,
-    diagonal included) or "after_softmax" (the mask added to the weights).
+    mask: "causal", "none", "inverted" (only the future is visible, diagonal
+    included) or "after_softmax" (the mask added to the weights: -inf weights
+    make NaNs downstream, as they would in the learner's code).
     """
-    head_dim = query.shape[-1]
-    seq = query.shape[-2]
-    scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     scores = (query @ np.swapaxes(key, -1, -2)) * scale
-    causal = causal_mask(seq)
+    causal = causal_mask(query.shape[-2], num_cached, window)
     if mask == "causal":
         scores = scores + causal
     elif mask == "inverted":
@@ -83,12 +90,17 @@ def attention(
     elif mask not in ("none", "after_softmax"):
         raise ValueError(mask)
     weights = softmax(scores, axis=softmax_axis)
-    if mask == "after_softmax":
-        # -inf weights make NaNs downstream, as they would in the learner's code.
-        weights = weights + causal
-        with np.errstate(invalid="ignore"):
-            return weights @ value
-    return weights @ value
+    return weights + causal if mask == "after_softmax" else weights
+
+
+def attention(
+    query: np.ndarray, key: np.ndarray, value: np.ndarray, num_cached: int = 0, **options
+) -> np.ndarray:
+    """Causal scaled dot-product attention over [..., seq, head_dim] inputs (GPT-2's
+    by default); `num_cached` and the `options` are attention_weights'."""
+    weights = attention_weights(query, key, num_cached, **options)
+    with np.errstate(invalid="ignore"):  # the "after_softmax" mistake's NaNs stay NaN
+        return weights @ value
 
 
 def split_heads(x: np.ndarray, num_heads: int, *, transpose: bool = True) -> np.ndarray:
