@@ -2,12 +2,12 @@
 
 - `bench`: our GPT-2 against transformers and llama.cpp, decode and prefill,
   with a memory-bandwidth ceiling (`pixi run bench`); its `chain`,
-  `kernels_ab` and `standing` modules run beside it.
+  `kernels_ab` and `standing` modules run beside it, and its `llama` and
+  `mla` modules measure Parts II and III: step 23's compiled Llama-style model
+  against transformers' LlamaForCausalLM on a SmolLM2-135M-shaped checkpoint,
+  and one attention layer's decode after a long context (steps 24 and 25's
+  latent attention against grouped-query and multi-head attention).
 - `serve_bench`: `max serve` under load against the peers, one at a time.
-- `llama_bench`: step 23's compiled Llama-style model against transformers'
-  LlamaForCausalLM on a SmolLM2-135M-shaped checkpoint.
-- `mla_bench`: one attention layer's decode after a long context: steps 24
-  and 25's latent attention against grouped-query and multi-head attention.
 - `llama_peer`: llama.cpp as a peer (GGUF conversion, greedy decoding).
 - `check_speed`: how long a learner waits for the checker, cold and warm.
 - `mutate`: automatic mutation testing of the checkers.
