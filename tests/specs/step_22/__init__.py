@@ -4,6 +4,7 @@ import numpy as np
 
 from tests import reference_llama as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, expect_shape, tensor, to_numpy
+from tests.checker.compare import close
 
 WINDOW = 3
 BATCH, HEADS, HEAD_DIM = 2, 2, 4
@@ -200,6 +201,20 @@ def ring_writes_slots(ctx: Context) -> None:
         buffer = to_numpy(got, what)
 
 
+def positions_held(got: np.ndarray, values: np.ndarray, written: int) -> list[int | None]:
+    """Which of the tokens written so far each place along the sequence axis holds."""
+    held = []
+    for place in range(got.shape[2]):
+        found = [p for p in range(written) if close(got[:, :, place], values[:, :, p])]
+        held.append(found[-1] if found else None)
+    return held
+
+
+def shown(held: list[int | None]) -> str:
+    """[2, 3, 4], a place that holds none of the tokens written shown as ?."""
+    return "[" + ", ".join("?" if p is None else str(p) for p in held) + "]"
+
+
 def ring_reads_oldest_first(ctx: Context) -> None:
     read = ctx.get("ring_read")
     values = ctx.normal(BATCH, HEADS, 2 * WINDOW + 2, HEAD_DIM)
@@ -209,24 +224,41 @@ def ring_reads_oldest_first(ctx: Context) -> None:
         want = values[:, :, num_seen - kept : num_seen]
         what = f"ring_read after {num_seen} tokens (window {WINDOW})"
         got = ctx.call("ring_read", read, tensor(buffer), num_seen)
-        expect_shape(
+        array = expect_shape(
             got,
             want.shape,
             what,
             f"The last min(num_seen, window) tokens: {kept} here.",
         )
-        oldest = num_seen % WINDOW
-        expect_close(
-            got,
-            want,
-            what,
-            {
-                f"The buffer is read in slot order after it wrapped: after {num_seen} tokens "
-                f"the oldest sits in slot {num_seen} % {WINDOW} = {oldest}; read from there "
-                "round to the slot before it.": buffer,
-            },
-            model="Mistral",
+        if close(array, want):
+            continue
+        held = positions_held(array, values, num_seen)
+        window = list(range(num_seen - kept, num_seen))
+        raise Fail(
+            f"{what} returned positions {shown(held)}; the window holds {window}, oldest first.",
+            read_hint(held, window, num_seen),
         )
+
+
+def read_hint(held: list[int | None], window: list[int], num_seen: int) -> str:
+    """Where the learner's read started, and where the oldest token sits."""
+    oldest = num_seen % WINDOW
+    if num_seen <= WINDOW or held[0] is None or sorted(held) != window:
+        in_slots = [
+            max(p for p in range(num_seen) if p % WINDOW == slot)
+            for slot in range(min(num_seen, WINDOW))
+        ]
+        return (
+            f"After {num_seen} tokens the slots hold positions {in_slots}: read the last "
+            f"{len(window)} of them, oldest first."
+        )
+    start = held[0] % WINDOW
+    order = " (slot order)" if start == 0 else ""
+    return (
+        f"The read starts at slot {start}{order}; after {num_seen} tokens the oldest token, "
+        f"position {window[0]}, sits in slot {num_seen} % {WINDOW} = {oldest}: read from "
+        "there round to the slot before it."
+    )
 
 
 SEES_ITSELF = (
@@ -250,6 +282,8 @@ def decodes_like_full_attention(ctx: Context) -> None:
                 "buffer, value buffer).",
             )
         out, buffer_k, buffer_v = result
+        for name, got, full in (("key", buffer_k, k), ("value", buffer_v, v)):
+            expect_buffer(got, full, p, name)
         what = f"ring_decode's output for the token at position {p}"
         mistakes = {}
         if 0 < p < WINDOW:
@@ -259,11 +293,35 @@ def decodes_like_full_attention(ctx: Context) -> None:
             "At position 0 the new token is the only one to attend to, so the output is its "
             "own value: is it stored before the buffers are read, and read with them?"
             if p == 0
-            else None
+            else "Both buffers hold the right tokens after the write: look at what is read "
+            "from them (the tokens written so far, the new one included, oldest first) and "
+            "at the scores."
         )
         expect_close(out, want[:, :, p : p + 1], what, mistakes, hint, model="Mistral")
         buffer_k = to_numpy(buffer_k, "the key buffer")
         buffer_v = to_numpy(buffer_v, "the value buffer")
+
+
+def expect_buffer(got, full: np.ndarray, p: int, name: str) -> None:
+    """ring_decode's buffer after the token at position p: the token written to each slot."""
+    what = f"ring_decode's {name} buffer after position {p}"
+    array = expect_shape(
+        got,
+        (BATCH, HEADS, WINDOW, HEAD_DIM),
+        what,
+        f"The buffer keeps its {WINDOW} slots: return the buffer ring_write gave back.",
+    )
+    want = ring(p + 1, full)
+    if close(array, want):
+        return
+    slots = [max(q for q in range(p + 1) if q % WINDOW == s) for s in range(min(p + 1, WINDOW))]
+    slots += [None] * (WINDOW - len(slots))
+    raise Fail(
+        f"{what} holds positions {shown(positions_held(array, full, p + 1))} in its slots; "
+        f"it should hold {shown(slots)}.",
+        f"Store the new {name} at its position with ring_write, and return the buffer it "
+        "gives back.",
+    )
 
 
 STEP = Step(
