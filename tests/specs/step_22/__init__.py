@@ -210,6 +210,14 @@ def positions_held(got: np.ndarray, values: np.ndarray, written: int) -> list[in
     return held
 
 
+def slot_positions(written: int) -> list[int | None]:
+    """The position each slot of the buffer holds after `written` tokens (None: none yet)."""
+    return [
+        max((p for p in range(written) if p % WINDOW == slot), default=None)
+        for slot in range(WINDOW)
+    ]
+
+
 def shown(held: list[int | None]) -> str:
     """[2, 3, 4], a place that holds none of the tokens written shown as ?."""
     return "[" + ", ".join("?" if p is None else str(p) for p in held) + "]"
@@ -243,13 +251,10 @@ def ring_reads_oldest_first(ctx: Context) -> None:
 def read_hint(held: list[int | None], window: list[int], num_seen: int) -> str:
     """Where the learner's read started, and where the oldest token sits."""
     oldest = num_seen % WINDOW
-    if num_seen <= WINDOW or held[0] is None or sorted(held) != window:
-        in_slots = [
-            max(p for p in range(num_seen) if p % WINDOW == slot)
-            for slot in range(min(num_seen, WINDOW))
-        ]
+    if num_seen <= WINDOW or None in held or sorted(held) != window:
         return (
-            f"After {num_seen} tokens the slots hold positions {in_slots}: read the last "
+            f"After {num_seen} tokens the slots hold positions {shown(slot_positions(num_seen))}: "
+            f"read the last "
             f"{len(window)} of them, oldest first."
         )
     start = held[0] % WINDOW
@@ -314,11 +319,9 @@ def expect_buffer(got, full: np.ndarray, p: int, name: str) -> None:
     want = ring(p + 1, full)
     if close(array, want):
         return
-    slots = [max(q for q in range(p + 1) if q % WINDOW == s) for s in range(min(p + 1, WINDOW))]
-    slots += [None] * (WINDOW - len(slots))
     raise Fail(
         f"{what} holds positions {shown(positions_held(array, full, p + 1))} in its slots; "
-        f"it should hold {shown(slots)}.",
+        f"it should hold {shown(slot_positions(p + 1))}.",
         f"Store the new {name} at its position with ring_write, and return the buffer it "
         "gives back.",
     )
