@@ -123,12 +123,10 @@ def attend_in_chunks(ctx: Context, window: int, chunks: tuple[int, ...]) -> None
             )
         out, got_k, got_v = result
         seen = done + seq
-        expect_close(
-            out,
-            want[:, :, done:seen],
-            f"the output for tokens {done}..{seen - 1} (window {window})",
-            model="Mistral",
-        )
+        what = f"the output for tokens {done}..{seen - 1} (window {window})"
+        if not close(to_numpy(out, what), want[:, :, done:seen]):
+            expect_mask_of_the_call(ctx, seq, past_k.shape[2], window, what)
+        expect_close(out, want[:, :, done:seen], what, model="Mistral")
         kept = min(seen, window - 1)
         for name, got, full in (("key", got_k, k), ("value", got_v, v)):
             array = to_numpy(got, f"the {name} cache")
@@ -152,6 +150,28 @@ def attend_in_chunks(ctx: Context, window: int, chunks: tuple[int, ...]) -> None
             )
         past_k, past_v = to_numpy(got_k, "the key cache"), to_numpy(got_v, "the value cache")
         done = seen
+
+
+def expect_mask_of_the_call(ctx: Context, seq: int, cached: int, window: int, what: str) -> None:
+    """A wrong output: is it the learner's mask for this call's sizes?"""
+    from max.driver import CPU
+    from max.dtype import DType
+
+    args = (seq, cached, window)
+    mask = ctx.call(
+        "sliding_window_mask",
+        ctx.get("sliding_window_mask"),
+        *args,
+        dtype=DType.float32,
+        device=CPU(),
+    )
+    if not close(to_numpy(mask, "sliding_window_mask"), window_mask(*args)):
+        raise Fail(
+            f"{what} is wrong because sliding_window_mask({seq}, {cached}, window={window}), "
+            "the mask of this call, is not the band.",
+            f"The band checks use window {WINDOW}; print your mask for these sizes: row i "
+            f"sees column {cached} + i and the window - 1 = {window - 1} columns before it.",
+        )
 
 
 def ring(num_written: int, values: np.ndarray) -> np.ndarray:

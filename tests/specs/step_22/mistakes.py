@@ -103,6 +103,12 @@ MISTAKES = [
         ),
         "only one to attend to",
     ),
+    m(
+        "window written as 3",
+        BELOW,
+        "below = min(2 - num_tokens, sequence_length - 1)",
+        "sliding_window_mask(4, 3, window=5)",
+    ),
     m("band not capped at the rows", BELOW, "below = window - 1 - num_tokens", "cap num_lower"),
     m(
         "keep_from negative while the window is not full",
