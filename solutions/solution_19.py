@@ -24,7 +24,7 @@ from solutions.solution_02 import causal_mask
 def rope_tables(positions: Tensor, head_dim: int, theta: float) -> tuple[Tensor, Tensor]:
     """cos and sin of every position's angles, each [seq, head_dim], for positions [seq]."""
     # One speed per pair, from 1 radian per position (pair 0) down to nearly
-    # 1 / theta (the last pair): theta ** (-2i / head_dim) = exp(-2i / head_dim * ln theta).
+    # 1 / theta (the last pair): speed i is theta ** (-2i / head_dim).
     pair = Tensor.arange(0, head_dim // 2, dtype=DType.float32, device=positions.device)
     speeds = F.exp(pair * (-2.0 * math.log(theta) / head_dim))
     # angles[p, i] = position p times speed i, [seq, head_dim / 2], laid side by

@@ -33,10 +33,11 @@ def sliding_window_mask(
         raise ValueError(f"a cache of {num_tokens} tokens is longer than window - 1 = {window - 1}")
     total_length = num_tokens + sequence_length
     mask = Tensor.full([sequence_length, total_length], float("-inf"), dtype=dtype, device=device)
-    # Zero the band: up to num_tokens columns right of the diagonal (step 02's
-    # causal part), and window - 1 - num_tokens below it, so that row i reaches
-    # back to column num_tokens + i - (window - 1). band_part takes no width
-    # beyond the matrix's rows; a width of sequence_length - 1 already reaches column 0.
+    # Zero the band: row i's own column is num_tokens + i, and it reaches back to
+    # column num_tokens + i - (window - 1); band_part measures both of its widths
+    # from the diagonal, where the row equals the column. It takes no lower width
+    # as large as the matrix's rows, and needs none: from the last row, a width of
+    # sequence_length - 1 already reaches column 0.
     below = min(window - 1 - num_tokens, sequence_length - 1)
     return F.band_part(mask, num_lower=below, num_upper=num_tokens, exclude=True)
 

@@ -22,7 +22,7 @@ from solutions.solution_02 import causal_mask
 def rope_tables(positions: Tensor, head_dim: int, theta: float) -> tuple[Tensor, Tensor]:
     """cos and sin of every position's angles, each [seq, head_dim], for positions [seq]."""
     # One speed per pair, from 1 radian per position (pair 0) down to nearly
-    # 1 / theta (the last pair): theta ** (-2i / head_dim) = exp(-2i / head_dim * ln theta).
+    # 1 / theta (the last pair): speed i is theta ** (-2i / head_dim).
     # TODO: pair i's speed for i = 0 .. head_dim/2 - 1: a float32 vector of
     #   head_dim / 2 speeds, on the positions' device (the page's "One speed
     #   per pair").
@@ -39,9 +39,9 @@ def rope_tables(positions: Tensor, head_dim: int, theta: float) -> tuple[Tensor,
 
 def rotate_half(x: Tensor) -> Tensor:
     """Each pair (a, b) of the last axis becomes (-b, a): a quarter turn."""
-    # TODO: with pairs (a, b) = (first half, second half) of the last axis, the
-    #   result holds -b where a was and a where b was: same shape as x (the
-    #   page's "A quarter turn").
+    # TODO: every pair's quarter turn at once, same shape as x; pair i is
+    #   feature i of the first half and feature i of the second half (the
+    #   page's "A quarter turn" works x = [1, 2, 3, 4] by hand).
     return None
     # END TODO
 

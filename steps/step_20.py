@@ -30,9 +30,9 @@ class RMSNorm(Module[[Tensor], Tensor]):
     def forward(self, x: Tensor) -> Tensor:
         # The mean of the squares (no mean subtracted first), eps under the root.
         # TODO: x is [batch, seq, dim]: one mean square per token over its dim
-        #   features, [batch, seq, 1]; then x divided by the root of (that plus
-        #   eps), times the weight: [batch, seq, dim] (the page's "A worked
-        #   example").
+        #   features, [batch, seq, 1]; then the layer's output, [batch, seq, dim]
+        #   (the formula is the docstring's; the page's "A worked example" has
+        #   its numbers for one row).
         mean_square = None
         return None
         # END TODO

@@ -169,13 +169,16 @@ def gqa_attention(
     rotate: str = "query,key",
     scale: float | None = None,
     window: int | None = None,
+    pieces: dict | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """LlamaAttention (no biases) with rotary positions, a cache of the
     num_kv_heads heads, and optionally a sliding window.
 
     x: [batch, seq, hidden]; past_key/past_value: [batch, num_kv_heads, past,
     head_dim], keys rotated. Returns the output [batch, seq, hidden] and the
-    grown caches (every cached token; step 22 keeps only a window of them)."""
+    grown caches (every cached token; step 22 keeps only a window of them).
+    `pieces`, if given, receives what the heads read and give: "keys" and
+    "values" repeated per query head, "heads" [batch, heads, seq, head_dim]."""
     query = split_heads(linear(x, w[prefix + "q_proj.weight"], None), num_heads)
     key = split_heads(linear(x, w[prefix + "k_proj.weight"], None), num_kv_heads)
     value = split_heads(linear(x, w[prefix + "v_proj.weight"], None), num_kv_heads)
@@ -196,6 +199,10 @@ def gqa_attention(
         window=window,
         scale=scale,
     )
+    if pieces is not None:
+        pieces["keys"] = repeat_kv(keys, group, tiled=tiled)
+        pieces["values"] = repeat_kv(values, group, tiled=tiled)
+        pieces["heads"] = out
     return linear(merge_heads(out), w[prefix + "o_proj.weight"], None), keys, values
 
 

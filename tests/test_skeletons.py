@@ -1,5 +1,7 @@
 """Skeletons and solutions cannot drift apart: a skeleton is its solution with
-only the `# TODO` ... `# END TODO` blocks (and the module docstring) changed."""
+only the `# TODO` ... `# END TODO` blocks (and the module docstring) changed.
+Neither a skeleton nor a page's main text says, with its arguments, a MAX call
+the learner writes."""
 
 from __future__ import annotations
 
@@ -11,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from common import steps
+from common.steps import REPO
 from tests.checker import source
-from tests.test_pages_teach import code_lines
+from tests.test_pages_teach import code_lines, unfolded
 
 STEPS = steps.numbers()
 
@@ -93,16 +96,16 @@ def dotted(node: ast.expr) -> str | None:
     return None
 
 
-def max_calls_to_write(number: int) -> set[str]:
-    """The MAX functions the solution calls with arguments on the lines the
-    learner writes (the lines its skeleton lacks)."""
+def max_calls_written(number: int) -> list[tuple[str, ast.Call]]:
+    """(name, call) for each MAX call with arguments that the solution makes on
+    the lines the learner writes (the lines its skeleton lacks)."""
     path = steps.step(number).solution
     text = path.read_text()
     tree = ast.parse(text)
     ours = max_names(tree)
     written = code_lines(path) - code_lines(steps.step(number).skeleton)
     lines = text.splitlines()
-    calls = set()
+    calls = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call) or not (node.args or node.keywords):
             continue
@@ -110,8 +113,13 @@ def max_calls_to_write(number: int) -> set[str]:
             continue
         name = dotted(node.func)
         if name and name.split(".")[0] in ours:
-            calls.add(name)
+            calls.append((name, node))
     return calls
+
+
+def max_calls_to_write(number: int) -> set[str]:
+    """The names of the MAX functions of `max_calls_written`."""
+    return {name for name, _ in max_calls_written(number)}
 
 
 def skeleton_prose(number: int) -> str:
@@ -154,6 +162,49 @@ def test_a_spelled_out_call_is_found() -> None:
     ]
     assert spelled_out_calls(calls, "# normalize with F.layer_norm, over the last axis") == []
     assert spelled_out_calls(calls, "# F.layer_norm(...) and Tensor.arange()") == []
+
+
+def worked_out_keywords(number: int) -> set[str]:
+    """The keyword arguments of the learner's MAX calls whose value the learner
+    works out (an expression or a name, not a literal: `num_lower=below`)."""
+    return {
+        keyword.arg
+        for _, call in max_calls_written(number)
+        for keyword in call.keywords
+        if keyword.arg and not isinstance(keyword.value, ast.Constant)
+    }
+
+
+def stated_arguments(number: int, text: str) -> list[str]:
+    """Where `text` gives what goes into the learner's MAX calls in words: a
+    worked-out keyword's value ("`num_upper` is `p`"), or a call and what it is
+    applied to ("`F.exp` of the pair indices")."""
+    found = []
+    for keyword in sorted(worked_out_keywords(number)):
+        found += re.findall(rf"`{re.escape(keyword)}`\W{{0,2}}\s+is\s+`[^`]*`", text)
+    for call in sorted(max_calls_to_write(number)):
+        found += re.findall(rf"`{re.escape(call)}`\s+of\s+\w+(?:\s+\w+){{0,3}}", text)
+    return found
+
+
+@pytest.mark.parametrize("number", STEPS)
+def test_pages_do_not_state_the_arguments(number: int) -> None:
+    page = REPO / "docs" / "src" / f"step_{number:02d}.md"
+    found = stated_arguments(number, unfolded(page))
+    assert not found, (
+        f"{page.name} says in words what goes into the learner's calls, outside a fold: "
+        f"{found}; derive it and leave the deciding to the learner (the hint's later rungs "
+        "or a <details> fold may say it)"
+    )
+
+
+def test_stated_arguments_are_found() -> None:
+    """Step 22's band widths and step 19's speeds, as their pages once put them."""
+    widths = "- **`num_upper` is `p`**, as in step 02; `num_lower` is `window - 1 - p`."
+    assert stated_arguments(22, widths) == ["`num_lower` is `window - 1 - p`", "`num_upper` is `p`"]
+    speeds = "So the speeds are `F.exp` of the pair indices times one constant."
+    assert stated_arguments(19, speeds) == ["`F.exp` of the pair indices times"]
+    assert stated_arguments(19, "`F.exp(x)`: `e ** x`, element by element.") == []
 
 
 def test_placeholders_take_the_shape_of_the_code_needed(tmp_path: Path) -> None:

@@ -69,11 +69,13 @@ def expect_close(
     hint: str | None = None,
     rtol: float = RTOL,
     model: str = "GPT-2",
+    parts: Mapping[str, Any] | None = None,
 ) -> None:
     """Pass when `value` matches `expected`; otherwise fail, naming the first
     mistake in `mistakes` ({explanation: what that mistake computes}) that
-    reproduces the learner's numbers. `model` is what the numbers should match
-    ("Llama" in Part II)."""
+    reproduces the learner's numbers, else the first of `parts` ({message: an
+    index into both arrays, a piece the learner wrote}) that differs, else
+    the numbers. `model` is what the numbers should match ("Llama" in Part II)."""
     actual = to_numpy(value, what)
     if close(actual, expected, rtol):
         return
@@ -81,6 +83,9 @@ def expect_close(
         if close(actual, np.asarray(wrong), rtol):
             raise Fail(f"{what} does not match {model}.", explanation)
     expect_shape(actual, expected.shape, what, hint)
+    for message, index in (parts or {}).items():
+        if not close(actual[index], expected[index], rtol):
+            raise Fail(message, hint)
     if np.isnan(actual).any():
         raise Fail(
             f"{what} contains NaN.",

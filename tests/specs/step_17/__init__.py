@@ -8,6 +8,7 @@ from tests import reference_gpt2 as ref
 from tests.checker import Check, Context, Fail, Step, as_one_graph, expect_close, tensor, to_numpy
 from tests.checker.compare import close
 from tests.specs.model_parts import lm_shapes, small_config, tied_lm_weights
+from tests.specs.spies import note_inputs
 
 CONFIG = small_config(n_layer=2, n_positions=32)
 L, H, E = CONFIG.n_layer, CONFIG.n_head, CONFIG.n_embd
@@ -33,19 +34,7 @@ LOOKED_UP: list = []  # what the position embedding was asked for, per forward c
 
 def record_positions(wpe) -> None:
     """Make the model's position embedding note the positions it looks up."""
-    if wpe is None or not callable(getattr(wpe, "forward", None)):
-        return
-
-    class RecordingEmbedding(type(wpe)):
-        def forward(self, indices):
-            LOOKED_UP.append(indices)
-            return super().forward(indices)
-
-    RecordingEmbedding.__name__ = RecordingEmbedding.__qualname__ = type(wpe).__name__
-    try:
-        wpe.__class__ = RecordingEmbedding
-    except TypeError:  # not a plain Python object: no diagnosis of the positions
-        pass
+    note_inputs(wpe, LOOKED_UP)
 
 
 def positions_diagnosis(p: int, s: int) -> None:

@@ -122,21 +122,29 @@ def attend(ctx: Context, past: int):
 
 
 def expect_attention(ctx: Context, past: int, mistakes: dict[str, dict]) -> None:
-    """rope_attention's three results against the reference; `mistakes` maps an
-    explanation to the reference's options that reproduce it."""
+    """rope_attention's three results against the reference, the caches first (the
+    pieces the output is made of); `mistakes` maps an explanation to the
+    reference's options that reproduce it."""
     (out, key, value), inputs = attend(ctx, past)
     want_out, want_key, want_value = ref.rope_attention(*inputs, THETA)
     wrongs = {
         why: ref.rope_attention(*inputs, **{"theta": THETA, **options})
         for why, options in mistakes.items()
     }
-    names = ("output", "key cache", "value cache")
-    results = zip(names, (out, key, value), (want_out, want_key, want_value), strict=True)
-    for index, (name, got, want) in enumerate(results):
+    checked = (("key cache", key, want_key, 1), ("value cache", value, want_value, 2))
+    for name, got, want, index in (*checked, ("output", out, want_out, 0)):
         what = f"rope_attention's {name} (after {past} cached tokens)"
         expect_shape(got, want.shape, what, shape_hint(index, past))
         by_mistake = {why: wrong[index] for why, wrong in wrongs.items()}
-        expect_close(got, want, what, by_mistake, model="Llama")
+        expect_close(
+            got,
+            want,
+            what,
+            by_mistake,
+            OUTPUT_HINT if index == 0 else CACHE_HINTS[name],
+            model="Llama",
+            parts=cache_parts(name, past) if index else None,
+        )
 
 
 def shape_hint(index: int, past: int) -> str:
@@ -146,6 +154,37 @@ def shape_hint(index: int, past: int) -> str:
         f"The cache grows along the sequence axis (axis 2): {past} cached + {SEQ} new = "
         f"{past + SEQ} positions, the cached ones first."
     )
+
+
+CACHE_HINTS = {
+    "key cache": "The grown key cache is past_key, untouched, then the new keys turned by the "
+    "new tokens' positions, along the sequence axis.",
+    "value cache": "The grown value cache is past_value, then the new values as they came, "
+    "along the sequence axis: values do not turn.",
+}
+OUTPUT_HINT = (
+    "Both caches match Llama's, so the new keys and values are right: look at what uses "
+    "them, the query's turn (by the same positions as the keys), the scale 1 / "
+    "sqrt(head_dim) and the mask offset by the cache."
+)
+
+
+def cache_parts(name: str, past: int) -> dict[str, tuple]:
+    """The two pieces of a grown cache: the cached rows, then the new ones."""
+    kind = name.split()[0]
+    new = (
+        "the new keys turned by their positions"
+        if kind == "key"
+        else "the new values, as they came"
+    )
+    last = f"{past}..{past + SEQ - 1}"
+    return {
+        f"rope_attention's {name} changed the {past} cached {kind}s (positions 0.."
+        f"{past - 1}): they come back first, as they were passed in.": np.s_[:, :, :past],
+        f"rope_attention's {name}"
+        + (f" holds the cached {kind}s, but its" if past else ":")
+        + f" new positions {last} are not {new}.": np.s_[:, :, past:],
+    }
 
 
 ROTATE_MISTAKES = {

@@ -83,6 +83,12 @@ MISTAKES = [
         "start at the cache's length",
     ),
     m(
+        "positions one late",
+        POSITIONS,
+        "num_cached + 1, num_cached + seq_length + 1, dtype=DType.float32, device=query.device",
+        "are not the new keys turned by their positions",
+    ),
+    m(
         "theta not passed on",
         "cos, sin = rope_tables(positions, head_dim, theta)",
         "cos, sin = rope_tables(positions, head_dim, 10000.0)",

@@ -12,7 +12,9 @@ from tests.checker import (
     expect_close,
     parameter_shapes,
     tensor,
+    to_numpy,
 )
+from tests.checker.compare import close
 from tests.specs.model_parts import BATCH, SEQ
 
 DIM, INTERMEDIATE = 64, 96
@@ -57,6 +59,9 @@ def norm_starts_as_identity(ctx: Context) -> None:
         )
 
 
+AFTER_THE_DIVISION = "; it scales each feature of the normalized x, after the division."
+
+
 def wrong_norms(x: np.ndarray, weight: np.ndarray, eps: float) -> dict[str, np.ndarray]:
     mean_square = (x**2).mean(-1, keepdims=True)
     centered = x - x.mean(-1, keepdims=True)
@@ -77,6 +82,15 @@ def wrong_norms(x: np.ndarray, weight: np.ndarray, eps: float) -> dict[str, np.n
         / np.sqrt((x**2).sum(-1, keepdims=True) + eps)
         * weight,
         "The learned weight does not scale the output.": ref.rms_norm(x, 1 + 0 * weight, eps),
+        "The weight is applied under the root, to the mean square" + AFTER_THE_DIVISION: x
+        / np.sqrt(mean_square * weight + eps),
+        "The weight is applied under the root, to the mean square plus eps" + AFTER_THE_DIVISION: x
+        / np.sqrt((mean_square + eps) * weight),
+        "The weight is added to the normalized x; it multiplies it, feature by feature.": (
+            ref.rms_norm(x, 1 + 0 * weight, eps) + weight
+        ),
+        "The weight scales x before its mean square is taken, so the division undoes most of "
+        "it: scale the normalized x.": ref.rms_norm(x * weight, 1 + 0 * weight, eps),
         "The mean square is taken over the sequence axis (axis 1), mixing tokens: each token "
         "is normalized over its own features, the last axis.": x
         / np.sqrt((x**2).mean(1, keepdims=True) + eps)
@@ -89,13 +103,39 @@ def wrong_norms(x: np.ndarray, weight: np.ndarray, eps: float) -> dict[str, np.n
 def expect_norm(ctx: Context, eps: float, x: np.ndarray) -> None:
     layer = new_norm(ctx, eps)
     weight = 1.0 + ctx.normal(DIM, std=0.1)
-    ctx.call("load_state_dict", layer.load_state_dict, {"weight": weight})
-    out = ctx.call("RMSNorm.forward", layer, tensor(x))
+    what = f"RMSNorm({DIM}, eps={eps:g})(x)"
+    got = normalized(ctx, layer, weight, x, what)
+    want, wrongs = ref.rms_norm(x, weight, eps), wrong_norms(x, weight, eps)
+    if not close(got, want) and not any(close(got, wrong) for wrong in wrongs.values()):
+        name_the_piece(ctx, layer, eps, x)
+    expect_close(got, want, what, wrongs, model="Llama")
+
+
+def normalized(ctx: Context, layer, weight: np.ndarray, x: np.ndarray, what: str) -> np.ndarray:
+    ctx.call("load_state_dict", layer.load_state_dict, {"weight": weight.astype(np.float32)})
+    return to_numpy(ctx.call("RMSNorm.forward", layer, tensor(x)), what)
+
+
+def name_the_piece(ctx: Context, layer, eps: float, x: np.ndarray) -> None:
+    """The layer is wrong in a way no known mistake explains: run it with weight 1
+    to say whether the normalization or the weight's part differs."""
+    ones = np.ones(DIM, np.float32)
+    what = f"RMSNorm({DIM}, eps={eps:g})(x) with weight 1, the normalization alone"
+    alone = normalized(ctx, layer, ones, x, what)
+    if close(alone, ref.rms_norm(x, ones, eps)):
+        raise Fail(
+            f"RMSNorm({DIM}, eps={eps:g})(x) matches Llama's with weight 1 and not with a "
+            "learned weight: the normalization is right, the weight is applied wrongly.",
+            "The weight multiplies the normalized x, feature by feature, "
+            "once the division is done.",
+        )
     expect_close(
-        out,
-        ref.rms_norm(x, weight, eps),
-        f"RMSNorm({DIM}, eps={eps:g})(x)",
-        wrong_norms(x, weight, eps),
+        alone,
+        ref.rms_norm(x, ones, eps),
+        what,
+        wrong_norms(x, ones, eps),
+        "With weight 1 the layer is x divided by its root mean square: the difference is "
+        "before the weight.",
         model="Llama",
     )
 

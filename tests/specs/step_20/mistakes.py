@@ -45,6 +45,24 @@ MISTAKES = [
     ),
     m("sum of squares", MEAN_SQUARE, "mean_square = (x * x).sum(axis=-1)", "summed, not averaged"),
     m("weight not applied", NORM, "return x * F.rsqrt(mean_square + self.eps)", "does not scale"),
+    m(
+        "weight under the root",
+        NORM,
+        "return x * F.rsqrt(mean_square * self.weight + self.eps)",
+        "applied under the root",
+    ),
+    m(
+        "weight added, not multiplied",
+        NORM,
+        "return x * F.rsqrt(mean_square + self.eps) + self.weight",
+        "the weight is added",
+    ),
+    m(
+        "divided by the weight",
+        NORM,
+        "return x * F.rsqrt(mean_square + self.eps) / self.weight",
+        "the weight is applied wrongly",
+    ),
     m("over the sequence axis", MEAN_SQUARE, "mean_square = (x * x).mean(axis=1)", "sequence axis"),
     # the MLP
     m(

@@ -1,5 +1,8 @@
 """Checks for step 21: grouped-query attention."""
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import numpy as np
 
 from tests import reference_llama as ref
@@ -13,7 +16,10 @@ from tests.checker import (
     expect_shape,
     parameter_shapes,
     tensor,
+    to_numpy,
 )
+from tests.checker.compare import close
+from tests.specs.spies import note_inputs
 
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, THETA = 64, 4, 2, 16, 100.0
 GROUP = HEADS // KV_HEADS
@@ -97,12 +103,32 @@ def repeat_kv_serves_groups(ctx: Context) -> None:
         f"repeat_kv(x of 3 heads, group={GROUP})",
         "group times as many heads, the other axes unchanged.",
     )
-    expect_close(
-        got,
-        ref.repeat_kv(x, GROUP),
-        f"repeat_kv(x of 3 heads, group={GROUP})",
-        {TILED: ref.repeat_kv(x, GROUP, tiled=True)},
-        model="Llama",
+    what = f"repeat_kv(x of 3 heads, group={GROUP})"
+    want = ref.repeat_kv(x, GROUP)
+    tiled = ref.repeat_kv(x, GROUP, tiled=True)
+    array = to_numpy(got, what)
+    if not close(array, want) and not close(array, tiled):
+        name_the_heads(array, x, what)
+    expect_close(array, want, what, {TILED: tiled}, model="Llama")
+
+
+def name_the_heads(got: np.ndarray, x: np.ndarray, what: str) -> None:
+    """Say which input head each output head of repeat_kv holds, or which holds none."""
+    held = []
+    for head in range(got.shape[1]):
+        found = [j for j in range(x.shape[1]) if close(got[:, head], x[:, j])]
+        if not found:
+            raise Fail(
+                f"{what}: output head {head} is none of the input heads.",
+                "Each output head is one key/value head, whole, its positions and features in "
+                "order: the repeats are made along the heads axis only.",
+            )
+        held.append(found[0])
+    want = [head // GROUP for head in range(got.shape[1])]
+    raise Fail(
+        f"{what}: the output heads hold input heads {held}; query head h reads key/value head "
+        f"h // {GROUP}: {want}.",
+        "Each key/value head appears group times in a row, in the heads' order.",
     )
 
 
@@ -122,35 +148,124 @@ MISTAKES = {
 
 
 def forward(ctx: Context, past: int):
+    """The learner's attention after `past` cached tokens, the reference's inputs, and
+    what its pieces gave on the way: repeat_kv's outputs and o_proj's input."""
     module, w = attention(ctx)
+    heads_out = record_o_proj_input(module)
     x = ctx.normal(BATCH, SEQ, HIDDEN)
     past_key, past_value = (ctx.normal(BATCH, KV_HEADS, past, HEAD_DIM) for _ in range(2))
-    result = ctx.run_lazily(
-        "GroupedQueryAttention.forward", module, tensor(x), tensor(past_key), tensor(past_value)
-    )
+    with recording_repeat_kv(ctx) as repeats:
+        result, repeats, heads_out = ctx.run_lazily(
+            "GroupedQueryAttention.forward",
+            lambda *args: (module(*args), repeats, heads_out),
+            tensor(x),
+            tensor(past_key),
+            tensor(past_value),
+        )
     if not isinstance(result, tuple) or len(result) != 3:
         raise Fail(
             f"forward returned {type(result).__name__}, expected (output, key, value).",
             "Return the output of o_proj and both grown caches.",
         )
-    return result, (w, x, HEADS, KV_HEADS, THETA, past_key, past_value)
+    inputs = (w, x, HEADS, KV_HEADS, THETA, past_key, past_value)
+    return result, inputs, (repeats, heads_out)
 
 
-def expect_output(out, inputs, past: int) -> None:
-    want, *_ = ref.gqa_attention(*inputs)
+def record_o_proj_input(module) -> list:
+    """Make the attention's o_proj note what it is given: the heads' outputs side by side."""
+    seen: list = []
+    note_inputs(getattr(module, "o_proj", None), seen)
+    return seen
+
+
+@contextmanager
+def recording_repeat_kv(ctx: Context) -> Iterator[list]:
+    """While forward runs, the learner's repeat_kv notes each tensor it returns."""
+    seen: list = []
+    original = getattr(ctx.module, "repeat_kv", None)
+    if not callable(original):
+        yield seen
+        return
+
+    def repeat_kv(x, group):
+        repeated = original(x, group)
+        seen.append(repeated)
+        return repeated
+
+    ctx.module.repeat_kv = repeat_kv
+    try:
+        yield seen
+    finally:
+        ctx.module.repeat_kv = original
+
+
+def name_the_piece(spied, pieces: dict, past: int) -> None:
+    """The first piece of the learner's forward that differs from Llama's: the keys
+    and values the heads read (repeat_kv's outputs), then each head's output."""
+    repeats, heads_out = spied
+    arrays = [to_numpy(each, "repeat_kv") for each in repeats]
+    arrays = [a for a in arrays if a.shape == pieces["keys"].shape]
+    if arrays:
+        for name, other in (("keys", "values"), ("values", "keys")):
+            if any(close(a, pieces[name]) for a in arrays):
+                continue
+            cache = name[:-1]
+            if all(close(a, pieces[other]) for a in arrays):
+                raise Fail(
+                    f"After {past} cached tokens the {name} the heads read are the "
+                    f"{other}: each repeat_kv output is the {other[:-1]} cache repeated.",
+                    f"The scores read the grown key cache and the heads weigh the grown value "
+                    f"cache, each repeated for its group: repeat the {cache} cache for the "
+                    f"{name}.",
+                )
+            raise Fail(
+                f"After {past} cached tokens none of repeat_kv's outputs is the grown {cache} "
+                f"cache with each head repeated for its group: the {name} the heads read are "
+                "not Llama's.",
+                f"repeat_kv passed its own check, so look at what it is given: the {cache} "
+                "cache after the new tokens are appended, and the group size num_heads // "
+                "num_key_value_heads.",
+            )
+    if not heads_out:
+        return
+    got = to_numpy(heads_out[-1], "o_proj's input")
+    want = np.swapaxes(pieces["heads"], 1, 2).reshape(BATCH, SEQ, HEADS * HEAD_DIM)
+    if got.shape != want.shape or close(got, want):
+        return
+    for head in range(HEADS):
+        columns = slice(head * HEAD_DIM, (head + 1) * HEAD_DIM)
+        if not close(got[..., columns], want[..., columns]):
+            raise Fail(
+                f"After {past} cached tokens query head {head}'s output (o_proj's input, "
+                f"features {columns.start}..{columns.stop - 1}) differs from Llama's.",
+                (
+                    "The keys and values the heads read are right (repeat_kv's outputs match). "
+                    if arrays
+                    else ""
+                )
+                + "Look at what the head does with its keys and values: its query, the scores' "
+                "scale 1 / sqrt(head_dim), the mask, the softmax over the keys.",
+            )
+
+
+def expect_output(out, inputs, past: int, spied) -> None:
+    pieces: dict = {}
+    want, *_ = ref.gqa_attention(*inputs, pieces=pieces)
     wrong = {why: ref.gqa_attention(*inputs, **options)[0] for why, options in MISTAKES.items()}
-    expect_close(
-        out, want, f"GroupedQueryAttention(x) after {past} cached tokens", wrong, model="Llama"
-    )
+    what = f"GroupedQueryAttention(x) after {past} cached tokens"
+    actual = to_numpy(out, what)
+    if not close(actual, want) and not any(close(actual, each) for each in wrong.values()):
+        name_the_piece(spied, pieces, past)
+    expect_close(actual, want, what, wrong, model="Llama")
 
 
 def attends_like_llama(ctx: Context) -> None:
-    (out, _, _), inputs = forward(ctx, 0)
-    expect_output(out, inputs, 0)
+    (out, _, _), inputs, spied = forward(ctx, 0)
+    expect_output(out, inputs, 0, spied)
 
 
 def cache_holds_kv_heads(ctx: Context) -> None:
-    (out, key, value), inputs = forward(ctx, PAST)
+    (out, key, value), inputs, spied = forward(ctx, PAST)
     _, want_key, want_value = ref.gqa_attention(*inputs)
     total = PAST + SEQ
     for name, got, want in (("key", key, want_key), ("value", value, want_value)):
@@ -184,7 +299,7 @@ def cache_holds_kv_heads(ctx: Context) -> None:
             },
             model="Llama",
         )
-    expect_output(out, inputs, PAST)
+    expect_output(out, inputs, PAST, spied)
 
 
 STEP = Step(

@@ -82,4 +82,27 @@ MISTAKES = [
         "self.q_proj = Linear(self.num_heads * head_dim, hidden, bias=False)",
         "in_dim and out_dim swapped",
     ),
+    # held out from the checks' named mistakes: found by comparing the pieces
+    m(
+        "values repeated from the keys",
+        "values = repeat_kv(value, group)",
+        "values = repeat_kv(key, group)",
+        "the heads read are the keys",
+    ),
+    m(
+        "group axis among the positions",
+        "x = x.reshape([batch, kv_heads, 1, seq, head_dim])\n"
+        "    x = x.broadcast_to([batch, kv_heads, group, seq, head_dim])",
+        "x = x.reshape([batch, kv_heads, seq, 1, head_dim])\n"
+        "    x = x.broadcast_to([batch, kv_heads, seq, group, head_dim])",
+        "none of the input heads",
+    ),
+    m(
+        "query reshaped straight to heads first",
+        "query = self._split_heads(self.q_proj(hidden_states), self.num_heads)",
+        "query = self.q_proj(hidden_states).reshape(\n"
+        "            [hidden_states.shape[0], self.num_heads, hidden_states.shape[1], self.head_dim]\n"
+        "        )",
+        "query head 0's output",
+    ),
 ]

@@ -4,6 +4,7 @@ import numpy as np
 
 from tests import reference_llama as ref
 from tests.checker import Check, Context, Fail, Step, expect_close, expect_shape, tensor, to_numpy
+from tests.checker.compare import close
 
 WINDOW = 3
 BATCH, HEADS, HEAD_DIM = 2, 2, 4
@@ -122,12 +123,10 @@ def attend_in_chunks(ctx: Context, window: int, chunks: tuple[int, ...]) -> None
             )
         out, got_k, got_v = result
         seen = done + seq
-        expect_close(
-            out,
-            want[:, :, done:seen],
-            f"the output for tokens {done}..{seen - 1} (window {window})",
-            model="Mistral",
-        )
+        what = f"the output for tokens {done}..{seen - 1} (window {window})"
+        if not close(to_numpy(out, what), want[:, :, done:seen]):
+            expect_mask_of_the_call(ctx, seq, past_k.shape[2], window, what)
+        expect_close(out, want[:, :, done:seen], what, model="Mistral")
         kept = min(seen, window - 1)
         for name, got, full in (("key", got_k, k), ("value", got_v, v)):
             array = to_numpy(got, f"the {name} cache")
@@ -151,6 +150,28 @@ def attend_in_chunks(ctx: Context, window: int, chunks: tuple[int, ...]) -> None
             )
         past_k, past_v = to_numpy(got_k, "the key cache"), to_numpy(got_v, "the value cache")
         done = seen
+
+
+def expect_mask_of_the_call(ctx: Context, seq: int, cached: int, window: int, what: str) -> None:
+    """A wrong output: is it the learner's mask for this call's sizes?"""
+    from max.driver import CPU
+    from max.dtype import DType
+
+    args = (seq, cached, window)
+    mask = ctx.call(
+        "sliding_window_mask",
+        ctx.get("sliding_window_mask"),
+        *args,
+        dtype=DType.float32,
+        device=CPU(),
+    )
+    if not close(to_numpy(mask, "sliding_window_mask"), window_mask(*args)):
+        raise Fail(
+            f"{what} is wrong because sliding_window_mask({seq}, {cached}, window={window}), "
+            "the mask of this call, is not the band.",
+            f"The band checks use window {WINDOW}; print your mask for these sizes: row i "
+            f"sees column {cached} + i and the window - 1 = {window - 1} columns before it.",
+        )
 
 
 def ring(num_written: int, values: np.ndarray) -> np.ndarray:
@@ -200,6 +221,28 @@ def ring_writes_slots(ctx: Context) -> None:
         buffer = to_numpy(got, what)
 
 
+def positions_held(got: np.ndarray, values: np.ndarray, written: int) -> list[int | None]:
+    """Which of the tokens written so far each place along the sequence axis holds."""
+    held = []
+    for place in range(got.shape[2]):
+        found = [p for p in range(written) if close(got[:, :, place], values[:, :, p])]
+        held.append(found[-1] if found else None)
+    return held
+
+
+def slot_positions(written: int) -> list[int | None]:
+    """The position each slot of the buffer holds after `written` tokens (None: none yet)."""
+    return [
+        max((p for p in range(written) if p % WINDOW == slot), default=None)
+        for slot in range(WINDOW)
+    ]
+
+
+def shown(held: list[int | None]) -> str:
+    """[2, 3, 4], a place that holds none of the tokens written shown as ?."""
+    return "[" + ", ".join("?" if p is None else str(p) for p in held) + "]"
+
+
 def ring_reads_oldest_first(ctx: Context) -> None:
     read = ctx.get("ring_read")
     values = ctx.normal(BATCH, HEADS, 2 * WINDOW + 2, HEAD_DIM)
@@ -209,24 +252,38 @@ def ring_reads_oldest_first(ctx: Context) -> None:
         want = values[:, :, num_seen - kept : num_seen]
         what = f"ring_read after {num_seen} tokens (window {WINDOW})"
         got = ctx.call("ring_read", read, tensor(buffer), num_seen)
-        expect_shape(
+        array = expect_shape(
             got,
             want.shape,
             what,
             f"The last min(num_seen, window) tokens: {kept} here.",
         )
-        oldest = num_seen % WINDOW
-        expect_close(
-            got,
-            want,
-            what,
-            {
-                f"The buffer is read in slot order after it wrapped: after {num_seen} tokens "
-                f"the oldest sits in slot {num_seen} % {WINDOW} = {oldest}; read from there "
-                "round to the slot before it.": buffer,
-            },
-            model="Mistral",
+        if close(array, want):
+            continue
+        held = positions_held(array, values, num_seen)
+        window = list(range(num_seen - kept, num_seen))
+        raise Fail(
+            f"{what} returned positions {shown(held)}; the window holds {window}, oldest first.",
+            read_hint(held, window, num_seen),
         )
+
+
+def read_hint(held: list[int | None], window: list[int], num_seen: int) -> str:
+    """Where the learner's read started, and where the oldest token sits."""
+    oldest = num_seen % WINDOW
+    if num_seen <= WINDOW or None in held or sorted(held) != window:
+        return (
+            f"After {num_seen} tokens the slots hold positions {shown(slot_positions(num_seen))}: "
+            f"read the last "
+            f"{len(window)} of them, oldest first."
+        )
+    start = held[0] % WINDOW
+    order = " (slot order)" if start == 0 else ""
+    return (
+        f"The read starts at slot {start}{order}; after {num_seen} tokens the oldest token, "
+        f"position {window[0]}, sits in slot {num_seen} % {WINDOW} = {oldest}: read from "
+        "there round to the slot before it."
+    )
 
 
 SEES_ITSELF = (
@@ -250,6 +307,8 @@ def decodes_like_full_attention(ctx: Context) -> None:
                 "buffer, value buffer).",
             )
         out, buffer_k, buffer_v = result
+        for name, got, full in (("key", buffer_k, k), ("value", buffer_v, v)):
+            expect_buffer(got, full, p, name)
         what = f"ring_decode's output for the token at position {p}"
         mistakes = {}
         if 0 < p < WINDOW:
@@ -259,11 +318,33 @@ def decodes_like_full_attention(ctx: Context) -> None:
             "At position 0 the new token is the only one to attend to, so the output is its "
             "own value: is it stored before the buffers are read, and read with them?"
             if p == 0
-            else None
+            else "Both buffers hold the right tokens after the write: look at what is read "
+            "from them (the tokens written so far, the new one included, oldest first) and "
+            "at the scores."
         )
         expect_close(out, want[:, :, p : p + 1], what, mistakes, hint, model="Mistral")
         buffer_k = to_numpy(buffer_k, "the key buffer")
         buffer_v = to_numpy(buffer_v, "the value buffer")
+
+
+def expect_buffer(got, full: np.ndarray, p: int, name: str) -> None:
+    """ring_decode's buffer after the token at position p: the token written to each slot."""
+    what = f"ring_decode's {name} buffer after position {p}"
+    array = expect_shape(
+        got,
+        (BATCH, HEADS, WINDOW, HEAD_DIM),
+        what,
+        f"The buffer keeps its {WINDOW} slots: return the buffer ring_write gave back.",
+    )
+    want = ring(p + 1, full)
+    if close(array, want):
+        return
+    raise Fail(
+        f"{what} holds positions {shown(positions_held(array, full, p + 1))} in its slots; "
+        f"it should hold {shown(slot_positions(p + 1))}.",
+        f"Store the new {name} at its position with ring_write, and return the buffer it "
+        "gives back.",
+    )
 
 
 STEP = Step(

@@ -77,6 +77,18 @@ MISTAKES = [
         "wraps round",
     ),
     m("read in slot order after the wrap", READ_WRAPPED, "return buffer", "slot order"),
+    m(
+        "oldest slot off by one",
+        "oldest = num_seen % window",
+        "oldest = (num_seen - 1) % window",
+        "returned positions [4, 2, 3]; the window holds [2, 3, 4]",
+    ),
+    m(
+        "decoded token stored one slot late",
+        "buffer_key = ring_write(buffer_key, key, position)",
+        "buffer_key = ring_write(buffer_key, key, position + 1)",
+        "key buffer after position 0 holds positions [?, 0, ?]",
+    ),
     Mutant(
         "the new token is not read",
         (
@@ -90,6 +102,12 @@ MISTAKES = [
             ),
         ),
         "only one to attend to",
+    ),
+    m(
+        "window written as 3",
+        BELOW,
+        "below = min(2 - num_tokens, sequence_length - 1)",
+        "sliding_window_mask(4, 3, window=5)",
     ),
     m("band not capped at the rows", BELOW, "below = window - 1 - num_tokens", "cap num_lower"),
     m(
