@@ -86,6 +86,18 @@ MISTAKES = [
         ),
         "kv_b_proj",
     ),
+    Mutant(
+        "the new token missing from its own scores",
+        (
+            (
+                SCORES,
+                "scores = q_latent @ past_latent.transpose(-1, -2) + "
+                "q_rope @ past_rope_key.transpose(-1, -2)",
+            ),
+            ("    context = weights @ latent\n", "    context = weights @ past_latent\n"),
+        ),
+        "missing from its own scores",
+    ),
     m(
         "new token before the cached ones",
         "latent = F.concat([past_latent, latent], axis=1)",
