@@ -131,6 +131,9 @@ def equals_expand_then_attend(ctx: Context) -> None:
         f"products, divide by sqrt(qk_head_dim = {SIZES.qk_head_dim}).": ref.absorbed_decode(
             *inputs, scale_dim=NOPE
         ),
+        "The scores are not scaled: step 24 divided each score by the root of the number "
+        f"of products it adds up, qk_head_dim = {SIZES.qk_head_dim}, and regrouping changed "
+        "no score.": ref.absorbed_decode(*inputs, scale_dim=1),
         "The scores leave out the rotary part: a score is q_latent . latent plus "
         "q_rope . rope_key.": ref.absorbed_decode(*inputs, rope_scores=False),
         "The scores leave out the latent part: a score is q_latent . latent plus "

@@ -50,6 +50,12 @@ MISTAKES = [
         "qk_nope_head_dim",
     ),
     m(
+        "scores not scaled",
+        WEIGHTS,
+        "weights = F.softmax(scores, axis=-1)",
+        "not scaled",
+    ),
+    m(
         "rotary scores left out",
         SCORES,
         "scores = q_latent @ latent.transpose(-1, -2)",
