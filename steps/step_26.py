@@ -34,9 +34,9 @@ def attention_forward(query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor
 def softmax_backward(probs: Tensor, grad_probs: Tensor) -> Tensor:
     """dL/dS for P = softmax(S) along the last axis, from P and dL/dP; every
     tensor [..., seq, seq]."""
-    # TODO: dS, the shape of P: each entry is P times (its dP minus its row's
-    #   sum of dP * P). The sum is one number per row, a [..., seq, 1] column
-    #   that broadcasts along the row (the page's "The softmax's Jacobian").
+    # TODO: dS, the shape of P, from the softmax's Jacobian as you finished
+    #   deriving it (the page's "The softmax's Jacobian"). A sum over a row is
+    #   one number per row, a [..., seq, 1] column that broadcasts along it.
     inner = None
     return None
     # END TODO
@@ -53,9 +53,9 @@ def attention_backward(
     grad_value = None
     grad_probs = None
     # END TODO
-    # TODO: through P = softmax(S) and S = Q K^T * scale: dS with
-    #   softmax_backward and the scale, then dQ and dK, each [batch, heads,
-    #   seq, head_dim] (the page's "Through the scores").
+    # TODO: through P = softmax(S) and S = Q K^T * scale: dS [batch, heads,
+    #   seq, seq], then dQ and dK, each [batch, heads, seq, head_dim], the
+    #   scale applied once (the page's "Through the scores").
     grad_scores = None
     grad_query = None
     grad_key = None
@@ -124,10 +124,9 @@ def mha_backward(
     """The gradients of x and of every weight of mha_forward, by name, given
     dL/doutput [batch, seq, n_embd]."""
     _, (query, key, value, probs, merged) = mha_forward(x, weights, n_head)
-    # TODO: backwards through the forward, last operation first: c_proj's
-    #   backward, attention's on c_proj's dx cut into heads, then c_attn's,
-    #   whose dy [batch, seq, 3 * n_embd] is the three heads' gradients merged
-    #   and joined as c_attn's output was split (the page's "The whole block").
+    # TODO: the gradient of x and of every weight, mha_forward's lines walked
+    #   from the last up, each backward given what its operation read in the
+    #   forward (the page's "The whole block").
     grad_merged, grad_proj_weight, grad_proj_bias = None, None, None
     grad_heads = None
     grad_query, grad_key, grad_value = None, None, None

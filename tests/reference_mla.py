@@ -225,13 +225,15 @@ def absorbed_decode(
     scale_dim: int | None = None,
     rope_scores: bool = True,
     latent_scores: bool = True,
+    own_token: bool = True,
 ) -> np.ndarray:
     """Step 25's decode of one token x [batch, 1, hidden] in latent space: the
     query absorbs kv_b_proj's key half, the weighted sum of latents meets its
     value half. Equal to mla_attention's output (tests/test_reference_mla.py).
 
     Mistakes: scale_dim divides by the root of another width; rope_scores /
-    latent_scores False leave one of a score's two dot products out."""
+    latent_scores False leave one of a score's two dot products out;
+    own_token False attends to the cached tokens only, not the new one."""
     past = past_latent.shape[1]
     positions = np.arange(past, past + 1)
     query = split_query(w, x, s)
@@ -239,8 +241,9 @@ def absorbed_decode(
     q_rope = rotate(q_rope, positions, s, interleave=s.rope_interleave)
     latent, rope_key = compress_kv(w, x, s)
     rope_key = rotate(rope_key, positions, s, interleave=s.rope_interleave)
-    latents = np.concatenate([past_latent, latent], axis=1)[:, None]  # a head axis of 1
-    rope_keys = np.concatenate([past_rope_key, rope_key], axis=1)[:, None]
+    seen = slice(None) if own_token else slice(0, past)
+    latents = np.concatenate([past_latent, latent], axis=1)[:, None, seen]  # a head axis of 1
+    rope_keys = np.concatenate([past_rope_key, rope_key], axis=1)[:, None, seen]
     key_half, value_half = absorbed_weights(w, s)
     scores = 0.0
     if latent_scores:

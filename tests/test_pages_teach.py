@@ -114,6 +114,73 @@ def test_skeleton_comments_do_not_give_the_lines(number: int) -> None:
     assert not found, f"steps/step_{number:02d}.py's comments give the learner's lines: {found}"
 
 
+# How a page writes the learner's expressions in its own notation, for the steps
+# whose pages do math with the code's tensors: each solution name as the page's
+# symbol. A giveaway in that notation is the learner's line all the same.
+NOTATION: dict[int, dict[str, str]] = {
+    25: {},
+    26: {
+        "probs": "P",
+        "grad_probs": "dP",
+        "grad_scores": "dS",
+        "grad_output": "dO",
+        "grad_value": "dV",
+        "grad_query": "dQ",
+        "grad_key": "dK",
+        "query": "Q",
+        "key": "K",
+        "value": "V",
+        "inner": "rowsum(dP * P)",
+        "grad_x": "dx",
+        "grad_weight": "dW",
+        "grad_y": "dy",
+        "flat_grad": "dy",
+        "flat_x": "x",
+        "weight": "W",
+    },
+}
+MIN_WRITTEN = 3  # "dSK": short, but nothing else in a page squeezes to it
+
+
+def written(expression: str, names: dict[str, str], *, words: bool) -> str:
+    """`expression` as a page writes it: in math ("probs.T @ grad_output" as
+    "Pᵀ dO") or in words ("context @ value_half.transpose(-1, -2)" as "context
+    times value_half transposed"), squeezed."""
+    text = re.sub(r"\b[A-Za-z_]\w*\b", lambda name: names.get(name[0], name[0]), expression)
+    text = re.sub(r"\.transpose\(-1,\s*-2\)|\.T\b", " transposed" if words else "ᵀ", text)
+    return squeeze(text.replace("@", " times " if words else " ").replace("×", "*"))
+
+
+def written_leaks(number: int, text: str) -> list[str]:
+    names = NOTATION.get(number)
+    if names is None:
+        return []
+    page = squeeze(text.replace("×", "*"))
+    found = set()
+    for answer in learner_lines(number):
+        for words in (False, True):
+            form = written(answer, names, words=words)
+            if len(form) >= MIN_WRITTEN and form != squeeze(answer) and form in page:
+                found.add(f"{answer} (as {form})")
+    return sorted(found)
+
+
+@pytest.mark.parametrize("number", sorted(NOTATION))
+def test_page_folds_the_learner_lines_in_its_notation(number: int) -> None:
+    page = PAGES / f"step_{number:02d}.md"
+    found = written_leaks(number, unfolded(page)) + written_leaks(number, skeleton_comments(number))
+    assert not found, f"{page.name} or its skeleton writes the learner's lines as math: {found}"
+
+
+def test_a_line_written_as_math_or_words_is_found() -> None:
+    names = NOTATION[26]
+    assert written("probs.T @ grad_output", names, words=False) == "PᵀdO"
+    assert written("grad_scores.T @ query", names, words=False) in squeeze("dK = dSᵀ Q × scale")
+    assert written("context @ value_half.transpose(-1, -2)", {}, words=True) in squeeze(
+        "`context` times `value_half` transposed"
+    )
+
+
 @pytest.mark.parametrize("number", STEPS)
 def test_page_ends_with_questions_to_try(number: int) -> None:
     text = (PAGES / f"step_{number:02d}.md").read_text(encoding="utf-8")

@@ -41,7 +41,7 @@ query, key, value = one_head([1, 1]), one_head([0, math.log(3)]), one_head([4, 0
 grad_output = one_head([0, 1])
 output, probs = attention_forward(query, key, value)
 grad_query, grad_key, grad_value = attention_backward(query, key, value, probs, grad_output)
-dP = array(grad_output)[0, 0] @ array(value)[0, 0].T  # dO Vᵀ, [2, 2]
+dP = array(grad_output)[0, 0] @ array(value)[0, 0].T  # the weights' gradient, [2, 2]
 dS = array(softmax_backward(probs, Tensor(dP.astype(np.float32)[None, None])))[0, 0]
 print(f"P  rows: {row(array(probs)[0, 0, 0])} {row(array(probs)[0, 0, 1])}")
 print(f"O      : {row(array(output))}")
@@ -61,7 +61,11 @@ print(
 # L = sum(O * dO), so its gradient with respect to O is dO. Twelve entries
 # (four each of Q, K and V) are nudged by +-eps, and the worst error,
 # relative to the largest gradient, is printed for each eps. The same is
-# done with the tensors in float64.
+# done with the tensors in float64: there the nudged forwards run in NumPy,
+# as the checker's do (the same attention, 216 runs of it in milliseconds),
+# and attention_backward runs once. MAX compiles an operation's kernel for
+# a dtype the first time it meets it, unless its cache was warmed with it:
+# the float64 half says so before it may wait.
 
 # %%
 rng = np.random.default_rng(0)
@@ -75,19 +79,46 @@ names = ("Q", "K", "V")
 epsilons = [1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4, 1e-5, 1e-6]
 
 
+def numpy_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, ...]:
+    """attention_forward in NumPy, in the arrays' own type: the output and P."""
+    scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
+    seq = q.shape[-2]
+    scores = np.where(np.tri(seq, dtype=bool), scores, -np.inf)
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights = weights / weights.sum(axis=-1, keepdims=True)
+    return weights @ v, weights
+
+
 def loss(arrays: list[np.ndarray]) -> float:
-    """L = sum(O * dO), computed in the arrays' own type."""
-    out = array(attention_forward(*(Tensor(a) for a in arrays))[0]).astype(np.float64)
+    """L = sum(O * dO), the forward computed in the arrays' own type."""
+    if arrays[0].dtype == np.float64:
+        out = numpy_attention(*arrays)[0]
+    else:
+        out = array(attention_forward(*(Tensor(a) for a in arrays))[0]).astype(np.float64)
     return float(np.sum(out * upstream))
+
+
+def gradients(numpy_type: type) -> list[np.ndarray]:
+    """attention_backward's (dQ, dK, dV) for the inputs in `numpy_type`."""
+    tensors = [Tensor(a.astype(numpy_type)) for a in inputs]
+    grad_output = Tensor(upstream.astype(numpy_type))
+    if numpy_type == np.float32:
+        _, weights = attention_forward(*tensors)
+        return [array(g) for g in attention_backward(*tensors, weights, grad_output)]
+    # float64: P from NumPy, so that only the backward's operations need
+    # float64 kernels.
+    print(
+        "\nfloat64: attention_backward on float64 tensors. A first run may wait here while "
+        "MAX compiles its operations' float64 kernels (minutes on 2 cores, then cached)...",
+        flush=True,
+    )
+    weights = Tensor(numpy_attention(*inputs)[1])
+    return [array(g) for g in attention_backward(*tensors, weights, grad_output)]
 
 
 errors = {}
 for dtype, numpy_type in ((DType.float32, np.float32), (DType.float64, np.float64)):
-    tensors = [Tensor(a.astype(numpy_type)) for a in inputs]
-    _, weights = attention_forward(*tensors)
-    analytic = [
-        array(g) for g in attention_backward(*tensors, weights, Tensor(upstream.astype(numpy_type)))
-    ]
+    analytic = gradients(numpy_type)
     largest = max(float(np.abs(analytic[which][index])) for which, index in entries)
     errors[dtype] = []
     for eps in epsilons:

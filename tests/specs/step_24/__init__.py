@@ -15,7 +15,9 @@ from tests.checker import (
     expect_shape,
     parameter_shapes,
     tensor,
+    to_numpy,
 )
+from tests.checker.compare import close
 
 # Every width different, so no size stands in for another ...
 SIZES = ref.Sizes(
@@ -125,7 +127,7 @@ def run(ctx: Context, s: ref.Sizes, past: int):
             "Return the output of o_proj and both grown caches.",
         )
     inputs = (w, x, s, past_latent, past_rope_key)
-    return result, inputs
+    return result, inputs, module
 
 
 def named_mistakes(s: ref.Sizes) -> dict[str, dict]:
@@ -153,13 +155,94 @@ def named_mistakes(s: ref.Sizes) -> dict[str, dict]:
     }
 
 
+NEVER_TURNED = (
+    "{what} is never turned: it comes out as {made_by} made it. Turn it by its token's "
+    "position with self.rotate, as step 19 turns a key: without the turn, a score cannot "
+    "tell how far apart two tokens are."
+)
+
+
+def pieces(module, inputs) -> list[tuple[str, object, np.ndarray, dict[str, np.ndarray]]]:
+    """(what, the learner's piece, DeepSeek-V3's, {mistake: what it gives}) for
+    each tensor `query`, `compress` and `expand` return, in the order forward
+    uses them: each method is given the reference's inputs, so one wrong method
+    does not spoil the pieces after it."""
+    w, x, s, _, _ = inputs
+    positions = np.arange(x.shape[1])
+    query = ref.split_query(w, x, s)
+    q_nope, q_rope = query[..., : s.qk_nope_head_dim], query[..., s.qk_nope_head_dim :]
+    latent, rope_key = ref.compress_kv(w, x, s)
+    k_nope, value = ref.expand_kv(w, latent, s)
+
+    def turn(features: np.ndarray) -> np.ndarray:
+        return ref.rotate(features, positions, s, interleave=s.rope_interleave)
+
+    at = tensor(positions.astype(np.float32))
+    got_query = module.query(tensor(x), at)
+    got_compressed = module.compress(tensor(x), at)
+    got_expanded = module.expand(tensor(latent.astype(np.float32)))
+    return [
+        ("query's q_nope", got_query[0], q_nope, {}),
+        (
+            "query's q_rope",
+            got_query[1],
+            turn(q_rope),
+            {NEVER_TURNED.format(what="The query's rotary part", made_by="q_b_proj"): q_rope},
+        ),
+        ("compress's latent", got_compressed[0], latent, {}),
+        (
+            "compress's rope_key",
+            got_compressed[1],
+            turn(rope_key),
+            {NEVER_TURNED.format(what="The rotary key", made_by="kv_a_proj_with_mqa"): rope_key},
+        ),
+        ("expand's k_nope", got_expanded[0], k_nope, {}),
+        ("expand's value", got_expanded[1], value, {}),
+    ]
+
+
+def first_wrong_piece(ctx: Context, module, inputs) -> None:
+    """Fail naming the first method whose tensor differs from DeepSeek-V3's,
+    or, all of them right, the scores forward makes from them."""
+    found = ctx.run_lazily("query, compress and expand", pieces, module, inputs)
+    right = []
+    for what, got, want, mistakes in found:
+        array = to_numpy(got, f"MultiHeadLatentAttention.{what}")
+        if array.shape == want.shape and close(array, want):
+            right.append(what)
+            continue
+        for explanation, wrong in mistakes.items():
+            if close(array, wrong):
+                raise Fail(
+                    f"MultiHeadLatentAttention.{what} does not match DeepSeek-V3.", explanation
+                )
+        expect_shape(array, want.shape, f"MultiHeadLatentAttention.{what}")
+        before = f" ({', '.join(right)} match)" if right else ""
+        raise Fail(
+            f"MultiHeadLatentAttention.{what} differs from DeepSeek-V3's{before}: the "
+            "output goes wrong there first.",
+            "Print that tensor's shape and a few of its values: the page's section on that "
+            'method says what it holds, and its checks\' sizes are in "Shapes".',
+        )
+    raise Fail(
+        "query, compress and expand return DeepSeek-V3's tensors, yet the output differs: "
+        "the scores in forward are wrong.",
+        "Each head's query and key are [without position | rotary], the one rotary key per "
+        'token serving every head; print query, key and scores against the page\'s "Shapes".',
+    )
+
+
 def attends_like_deepseek(ctx: Context) -> None:
-    (out, _, _), inputs = run(ctx, EVEN, 0)
+    (out, _, _), inputs, module = run(ctx, EVEN, 0)
     want, *_ = ref.mla_attention(*inputs)
     wrong = {
         why: ref.mla_attention(*inputs, **options)[0]
         for why, options in named_mistakes(EVEN).items()
     }
+    array = to_numpy(out, "MultiHeadLatentAttention(x)")
+    named = [want, *wrong.values()]
+    if array.shape == want.shape and not any(close(array, known) for known in named):
+        first_wrong_piece(ctx, module, inputs)
     expect_close(out, want, "MultiHeadLatentAttention(x)", wrong, model="DeepSeek-V3")
 
 
@@ -185,30 +268,39 @@ def expanded_cache(got, name: str, s: ref.Sizes) -> Fail | None:
 
 
 def caches_latent_and_rope_key(ctx: Context) -> None:
-    (out, latent, rope_key), inputs = run(ctx, SIZES, PAST)
+    (out, latent, rope_key), inputs, _ = run(ctx, SIZES, PAST)
     want, want_latent, want_rope_key = ref.mla_attention(*inputs)
     restarted, _, restarted_rope_key = ref.mla_attention(*inputs, start=0)
     raw_latent = ref.mla_attention(*inputs, cache_raw_latent=True)[1]
+    w, x, s, _, past_rope_key = inputs
+    unturned_rope_key = np.concatenate([past_rope_key, ref.compress_kv(w, x, s)[1]], axis=1)
     total = PAST + SEQ
     caches = (
         (
             "latent",
             latent,
             want_latent,
-            "The latent cache holds the latents before kv_a_layernorm: store them "
-            "normalised, so no step normalises a cached token again.",
-            raw_latent,
+            {
+                "The latent cache holds the latents before kv_a_layernorm: store them "
+                "normalised, so no step normalises a cached token again.": raw_latent
+            },
         ),
         (
             "rotary key",
             rope_key,
             want_rope_key,
-            "The new tokens' rotary keys turn as if they sat at positions 0, 1, ...: "
-            f"after {PAST} cached tokens they sit at {PAST}, {PAST + 1}, ...",
-            restarted_rope_key,
+            {
+                "The new tokens' rotary keys turn as if they sat at positions 0, 1, ...: "
+                f"after {PAST} cached tokens they sit at {PAST}, {PAST + 1}, ...": (
+                    restarted_rope_key
+                ),
+                NEVER_TURNED.format(
+                    what="The new tokens' rotary key", made_by="kv_a_proj_with_mqa"
+                ): unturned_rope_key,
+            },
         ),
     )
-    for name, got, want_cache, its_mistake, its_cache in caches:
+    for name, got, want_cache, its_mistakes in caches:
         if failure := expanded_cache(got, name, SIZES):
             raise failure
         what = f"the {name} cache after {PAST} cached + {SEQ} new tokens"
@@ -223,7 +315,7 @@ def caches_latent_and_rope_key(ctx: Context) -> None:
             "after, so positions stay in order.": np.concatenate(
                 [want_cache[:, PAST:], want_cache[:, :PAST]], axis=1
             ),
-            its_mistake: its_cache,
+            **its_mistakes,
         }
         expect_close(got, want_cache, what, wrong, model="DeepSeek-V3")
     expect_close(

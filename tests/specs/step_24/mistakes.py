@@ -112,6 +112,25 @@ MISTAKES = [
         "before kv_a_layernorm",
     ),
     m(
+        "the rotary key never turned",
+        "        rope_key = self.rotate(rope_key, positions)\n",
+        "",
+        "never turned",
+    ),
+    m(
+        "the query's rotary part never turned",
+        "        q_rope = self.rotate(q_rope, positions)\n",
+        "",
+        "never turned",
+    ),
+    m(
+        "kv_b_proj's output cut into heads feature-major",
+        "[batch, total, self.num_heads, config.qk_nope_head_dim + config.v_head_dim]\n        )",
+        "[batch, total, config.qk_nope_head_dim + config.v_head_dim, self.num_heads]\n"
+        "        ).transpose(2, 3)",
+        "expand's k_nope differs",
+    ),
+    m(
         "positions restart after a cache",
         "num_cached,\n            num_cached + seq_length,",
         "0,\n            seq_length,",

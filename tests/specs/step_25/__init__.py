@@ -131,10 +131,17 @@ def equals_expand_then_attend(ctx: Context) -> None:
         f"products, divide by sqrt(qk_head_dim = {SIZES.qk_head_dim}).": ref.absorbed_decode(
             *inputs, scale_dim=NOPE
         ),
+        "The scores are not scaled: step 24 divided each score by the root of the number "
+        f"of products it adds up, qk_head_dim = {SIZES.qk_head_dim}, and regrouping changed "
+        "no score.": ref.absorbed_decode(*inputs, scale_dim=1),
         "The scores leave out the rotary part: a score is q_latent . latent plus "
         "q_rope . rope_key.": ref.absorbed_decode(*inputs, rope_scores=False),
         "The scores leave out the latent part: a score is q_latent . latent plus "
         "q_rope . rope_key.": ref.absorbed_decode(*inputs, latent_scores=False),
+        f"The new token is missing from its own scores: the decode attends to the {PAST} "
+        f"cached tokens only. A token sees itself too: after appending, the caches hold "
+        f"{PAST + 1} tokens, the new one last, and the scores and the weighted sum run over "
+        "all of them.": ref.absorbed_decode(*inputs, own_token=False),
     }
     for name, got, want_cache in (
         ("latent", latent, want_latent),

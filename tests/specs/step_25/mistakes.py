@@ -50,6 +50,12 @@ MISTAKES = [
         "qk_nope_head_dim",
     ),
     m(
+        "scores not scaled",
+        WEIGHTS,
+        "weights = F.softmax(scores, axis=-1)",
+        "not scaled",
+    ),
+    m(
         "rotary scores left out",
         SCORES,
         "scores = q_latent @ latent.transpose(-1, -2)",
@@ -85,6 +91,18 @@ MISTAKES = [
             ),
         ),
         "kv_b_proj",
+    ),
+    Mutant(
+        "the new token missing from its own scores",
+        (
+            (
+                SCORES,
+                "scores = q_latent @ past_latent.transpose(-1, -2) + "
+                "q_rope @ past_rope_key.transpose(-1, -2)",
+            ),
+            ("    context = weights @ latent\n", "    context = weights @ past_latent\n"),
+        ),
+        "missing from its own scores",
     ),
     m(
         "new token before the cached ones",

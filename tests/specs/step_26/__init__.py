@@ -268,6 +268,22 @@ MHA_MISTAKES = {
 }
 
 
+# Where the walk back went wrong, when the gradients before one in this order are
+# right: each hint names the pieces between the last right gradient and this one.
+WALK_BACK = {
+    "c_proj.weight": "c_proj's backward comes first, with merged, c_proj's input, as its x, "
+    "and the block's dout as its dy.",
+    "c_proj.bias": "c_proj's backward comes first, with the block's dout as its dy.",
+    "c_attn.weight": "c_proj's gradients are right, so its dx is too: what goes wrong comes "
+    "after it, cutting that dx into heads, attention_backward, or joining dQ, dK and dV back "
+    "in the layout of c_attn's output.",
+    "c_attn.bias": "c_attn's weight gradient is right, so its dy is: its bias gradient is "
+    "that dy summed over batch and sequence.",
+    "x": "c_attn's gradients are right, so its dy is: dx is c_attn's backward with the "
+    "block's x as its input.",
+}
+
+
 def mha_output(x: np.ndarray, **weights: np.ndarray) -> np.ndarray:
     return base.multi_head_attention(weights, x, N_HEAD)
 
@@ -301,7 +317,7 @@ def mha_backward_matches_finite_differences(ctx: Context) -> None:
             expect_bias_shape(got[name], MHA_SHAPES[name][0], what)
         elif name.endswith("weight"):
             expect_weight_shape(got[name], MHA_SHAPES[name], what)
-        expect_close(got[name], want[name], what, wrong(variants, name), model=FD)
+        expect_close(got[name], want[name], what, wrong(variants, name), WALK_BACK[name], model=FD)
 
 
 STEP = Step(
@@ -317,7 +333,10 @@ STEP = Step(
     checks=[
         Check("the softmax's backward is its Jacobian times dP", softmax_backward_is_the_jacobian),
         Check("no gradient reaches a masked position", no_gradient_reaches_a_masked_position),
-        Check("dV = P^T dO", grad_value_is_probs_transposed_times_grad_output),
+        Check(
+            "each value collects the outputs that read it",
+            grad_value_is_probs_transposed_times_grad_output,
+        ),
         Check("dQ and dK go back through the scale", grad_query_and_key_go_back_through_the_scale),
         Check(
             "a Linear's dW and db sum over batch and sequence",
