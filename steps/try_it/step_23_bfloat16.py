@@ -16,7 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
-from solutions.solution_23 import read_safetensors
+from steps.try_it.learner import learner_or_reference
+
+code = learner_or_reference(23)  # yours once it passes its check, else the reference
+read_safetensors = code.read_safetensors
 
 
 # %%
