@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +30,8 @@ def test_there_are_experiments() -> None:
 
 @pytest.mark.parametrize("script", EXPERIMENTS, ids=lambda path: path.stem)
 def test_experiment_runs_and_prints(script: Path) -> None:
-    """It completes, and its first line says whose code of its step runs."""
+    """It completes; its first line says whose code of its step runs; its
+    figures go to the repository's ignored folder."""
     result = run_tool(f"steps.try_it.{script.stem}", timeout=600, NO_COLOR="1")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
@@ -38,6 +40,8 @@ def test_experiment_runs_and_prints(script: Path) -> None:
     if runs_step_code(script):
         which = WHICH.fullmatch(lines[0])
         assert which and script.stem[5:7] in which.groups(), lines[0]
+    for saved in re.findall(r"\(figure saved as (.+)\)", result.stdout):
+        assert saved.startswith("steps/try_it/figures_out/") and (REPO / saved).is_file()
 
 
 def test_experiments_run_on_the_cpu_where_max_would_use_a_gpu() -> None:
@@ -314,3 +318,18 @@ def test_a_half_written_step_never_ends_in_a_traceback(scratch: Path) -> None:
     line = solution[: solution.index(marker)].count("\n") + 2
     assert f"steps/step_03.py raised ValueError in forward (line {line})" in result.stderr
     assert "not yet" in result.stderr
+
+
+# Figures
+
+
+def test_figures_go_to_a_folder_in_the_repository_that_git_ignores() -> None:
+    result = run_code("from steps.try_it.figures import FOLDER; print(FOLDER)", timeout=120)
+    assert result.returncode == 0, result.stderr
+    folder = Path(result.stdout.strip())
+    assert folder.is_relative_to(REPO), folder
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    probe = folder.relative_to(REPO) / "step_00_probe.png"
+    ignored = subprocess.run(["git", "check-ignore", "-q", str(probe)], cwd=REPO)
+    assert ignored.returncode == 0, f"git does not ignore {probe}"
