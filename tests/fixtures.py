@@ -1,7 +1,8 @@
 """Small GPT-2 and Llama checkpoints made locally, for tests that must not
 download, with torch and transformers (hf_model, write_checkpoint,
 hf_llama); common/random_checkpoint.py writes GPT-2 ones with NumPy and
-safetensors only."""
+safetensors only. Also a learner's checkout in a folder of its own
+(copy_tutorial) and the runners of the tutorial's commands (run_tool, ...)."""
 
 from __future__ import annotations
 
@@ -143,3 +144,28 @@ def run_python(arguments: list[str], *, timeout: float, **env: str):
         text=True,
         timeout=timeout,
     )
+
+
+def copy_tutorial(root: Path, names: tuple[str, ...]) -> Path:
+    """The repository's folders and files `names`, copied to a new folder
+    `root`, each step file its untouched skeleton (this checkout's steps may be
+    filled in): what a learner has before writing a line."""
+    import shutil
+
+    from common import steps
+    from common.steps import REPO
+    from tools.learn.skeletons import pristine_skeleton
+
+    root.mkdir(parents=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "figures_out")
+    for name in names:
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, root / name, ignore=ignore)
+        else:
+            shutil.copy2(source, root / name)
+    for number in steps.numbers():
+        skeleton = pristine_skeleton(number)
+        if skeleton is not None:
+            (root / "steps" / f"step_{number:02d}.py").write_text(skeleton)
+    return root

@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 
 from common import max_runtime, steps
-from common.steps import REPO
 from tests.checker import memo
+from tests.fixtures import copy_tutorial
 from tools import learn
-from tools.learn import doctor, hints, progress, skeletons, watch
+from tools.learn import doctor, hints, progress, watch
 
 COPIED = ("common", "steps", "solutions", "tests", "tools", "pyproject.toml")
 GIT_ENV = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
@@ -51,19 +51,7 @@ def pristine_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the tutorial, committed: what a learner has after cloning it."""
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
-    root = tmp_path_factory.mktemp("pristine") / "tutorial"
-    root.mkdir()
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in COPIED:
-        source = REPO / name
-        if source.is_dir():
-            shutil.copytree(source, root / name, ignore=ignore)
-        else:
-            shutil.copy2(source, root / name)
-    for number in steps.numbers():  # this checkout's steps may be filled in
-        skeleton = skeletons.pristine_skeleton(number)
-        if skeleton is not None:
-            (root / "steps" / f"step_{number:02d}.py").write_text(skeleton)
+    root = copy_tutorial(tmp_path_factory.mktemp("pristine") / "tutorial", COPIED)
     git(root, "init", "-q")
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "The tutorial")

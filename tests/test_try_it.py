@@ -6,13 +6,18 @@ offline, on a tiny local checkpoint where it wants trained weights."""
 
 from __future__ import annotations
 
+import json
+import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from common import max_runtime, steps
 from common.steps import REPO
-from tests.fixtures import run_code, run_tool
+from tests.fixtures import copy_tutorial, run_code, run_python, run_tool
 
 EXPERIMENTS = [script for record in steps.STEPS for script in record.try_it]
 KERNEL = "try-it"  # the kernel the notebooks run in: this interpreter's ipykernel
@@ -27,10 +32,18 @@ def test_every_step_has_an_experiment(record: steps.StepRecord) -> None:
 
 @pytest.mark.parametrize("script", EXPERIMENTS, ids=lambda path: path.stem)
 def test_experiment_runs_and_prints(script: Path) -> None:
+    """It completes; its first line says whose code of its step runs; its
+    figures go to the repository's ignored folder."""
     result = run_tool(f"steps.try_it.{script.stem}", timeout=600, NO_COLOR="1")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
-    assert len(result.stdout.strip().splitlines()) >= 3, result.stdout
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) >= 3, result.stdout
+    if runs_step_code(script):
+        which = WHICH.fullmatch(lines[0])
+        assert which and script.stem[5:7] in which.groups(), lines[0]
+    for saved in re.findall(r"\(figure saved as (.+)\)", result.stdout):
+        assert saved.startswith("steps/try_it/figures_out/") and (REPO / saved).is_file()
 
 
 def test_experiments_run_on_the_cpu_where_max_would_use_a_gpu() -> None:
@@ -128,3 +141,203 @@ def test_experiment_runs_as_a_notebook(
     if "show(" in script.read_text(encoding="utf-8"):
         assert images, "the experiment draws, but the notebook shows no figure"
     assert "figure saved" not in printed, "a notebook shows its figures; it does not save them"
+
+
+# Which code an experiment runs: the learner's step once it passes its check
+
+
+WHICH = re.compile(
+    r"Using (your steps/step_(\d\d)\.py \(it passes its check\)\."
+    r"|the reference solution: steps/step_(\d\d)\.py .+)"
+)
+
+
+def runs_step_code(script: Path) -> bool:
+    return "learner_or_reference(" in script.read_text(encoding="utf-8")
+
+
+NO_STEP_CODE = {
+    "step_25_cost",  # arithmetic on the shapes alone, no model
+    "step_23_bfloat16",  # bit patterns, and the shared reader in common/checkpoint.py
+}
+
+
+def test_experiments_that_run_step_code_ask_which() -> None:
+    """Every experiment that runs its page's step picks it through the helper:
+    none imports that step's reference directly."""
+    for script in EXPERIMENTS:
+        own = f"solutions.solution_{script.stem[5:7]}"
+        assert own not in script.read_text(encoding="utf-8"), script.name
+        assert runs_step_code(script) == (script.stem not in NO_STEP_CODE), script.name
+
+
+CHOICES = """
+import json, sys
+from pathlib import Path
+from tests.checker import Outcome, memo
+from common import steps
+from steps.try_it import learner
+
+memo.RESULTS = Path(sys.argv[1])  # the test's own, not the checkout's
+seen = {}
+for record in steps.STEPS:
+    said = []
+    for verdict in (None, "fail", "pass"):
+        if verdict:
+            memo.remember(record.number, record.skeleton, [Outcome("a check", verdict)])
+        module, line = learner.choose(record.number)
+        said.append([module.__name__, line])
+    seen[record.id] = said
+print(json.dumps(seen))
+"""
+
+
+@pytest.fixture(scope="module")
+def choices(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[list[str]]]:
+    """What the helper chooses and says for every step with no verdict on record,
+    a failing one, then a pass of the unchanged file (one process: MAX loads once)."""
+    results = tmp_path_factory.mktemp("verdicts") / ".check_results.json"
+    result = run_python(["-c", CHOICES, str(results)], timeout=300)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("number", steps.numbers())
+def test_the_helper_runs_a_passing_step_and_else_the_reference(
+    number: int, choices: dict[str, list[list[str]]]
+) -> None:
+    """The reference until the unchanged file passed, then the learner's
+    module, each said in one line that names the step's check."""
+    record = steps.step(number)
+    (unchecked, unchecked_line), (failing, failing_line), (passing, passing_line) = choices[
+        record.id
+    ]
+    command = f"python -m tests.check {record.id}"
+    assert unchecked == failing == f"solutions.solution_{record.id}"
+    assert unchecked_line.startswith(
+        f"Using the reference solution: steps/step_{record.id}.py has no check on record"
+    )
+    assert f"steps/step_{record.id}.py does not pass its check yet" in failing_line
+    assert command in unchecked_line and command in failing_line
+    assert passing == f"steps.step_{record.id}"
+    assert passing_line == f"Using your steps/step_{record.id}.py (it passes its check)."
+    assert all(WHICH.fullmatch(line) for line in (unchecked_line, failing_line, passing_line))
+
+
+@pytest.fixture
+def scratch(tmp_path: Path) -> Path:
+    """The tutorial's code with untouched skeletons, where a learner's steps
+    and the checker's verdicts can change without touching this checkout."""
+    return copy_tutorial(
+        tmp_path / "tutorial", ("common", "solutions", "steps", "tests", "pyproject.toml")
+    )
+
+
+def in_scratch(root: Path, *arguments: str, timeout: float = 600):
+    return subprocess.run(
+        [sys.executable, *arguments],
+        cwd=root,
+        env=max_runtime.child_env(NO_COLOR="1", CHECK_PLAIN="1"),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def record_a_pass(root: Path, number: int) -> None:
+    """The verdict a passing check leaves for the file as it is now."""
+    code = (
+        "from tests.checker import Outcome, memo\n"
+        f"memo.remember({number}, memo.REPO / 'steps' / 'step_{number:02d}.py',"
+        " [Outcome('every check', 'pass')])"
+    )
+    result = in_scratch(root, "-c", code, timeout=120)
+    assert result.returncode == 0, result.stderr
+
+
+def run_experiment(root: Path, name: str) -> tuple[str, list[str]]:
+    """The experiment's "which code" line and its other lines, once it completed."""
+    result = in_scratch(root, "-m", f"steps.try_it.{name}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    first, *rest = result.stdout.splitlines()
+    assert len(rest) >= 3, result.stdout
+    return first, rest
+
+
+# One experiment per part: the learner's passing step, then the untouched skeleton.
+REPRESENTATIVE = ["step_03_row_statistics", "step_22_band", "step_25_regrouping"]
+
+
+@pytest.mark.parametrize("name", REPRESENTATIVE)
+def test_an_experiment_runs_the_learners_passing_step(name: str, scratch: Path) -> None:
+    number = int(name[5:7])
+    solution = (scratch / "solutions" / f"solution_{number:02d}.py").read_text()
+    (scratch / "steps" / f"step_{number:02d}.py").write_text(solution)
+    record_a_pass(scratch, number)
+    first, yours = run_experiment(scratch, name)
+    assert first == f"Using your steps/step_{number:02d}.py (it passes its check)."
+
+    (scratch / "steps" / f"step_{number:02d}.py").write_text(pristine(number))
+    first, reference = run_experiment(scratch, name)
+    assert first.startswith(f"Using the reference solution: steps/step_{number:02d}.py ")
+    assert yours == reference, "the solution's copy and the reference print the same"
+
+
+def pristine(number: int) -> str:
+    from tools.learn.skeletons import pristine_skeleton
+
+    return pristine_skeleton(number) or steps.step(number).skeleton.read_text()
+
+
+def test_the_pass_a_check_records_is_what_an_experiment_reads(scratch: Path) -> None:
+    """The real check's verdict, then an edit after it: the experiment follows."""
+    solution = (scratch / "solutions" / "solution_03.py").read_text()
+    (scratch / "steps" / "step_03.py").write_text(solution)
+    result = in_scratch(scratch, "-m", "tests.check", "03")
+    assert result.returncode == 0, result.stdout + result.stderr
+    first, _ = run_experiment(scratch, "step_03_row_statistics")
+    assert first == "Using your steps/step_03.py (it passes its check)."
+
+    (scratch / "steps" / "step_03.py").write_text(solution + "\n# an edit since the check\n")
+    first, _ = run_experiment(scratch, "step_03_row_statistics")
+    assert first.startswith("Using the reference solution: steps/step_03.py has no check on")
+
+
+def test_a_half_written_step_never_ends_in_a_traceback(scratch: Path) -> None:
+    """A file that does not import, even with a pass on record, runs the
+    reference; a passing file that raises inside the experiment is named with
+    its line, without a traceback."""
+    step = scratch / "steps" / "step_03.py"
+    step.write_text(pristine(3) + "\ndef half_written(:\n")
+    record_a_pass(scratch, 3)
+    first, _ = run_experiment(scratch, "step_03_row_statistics")
+    assert first.startswith("Using the reference solution: steps/step_03.py passed its check")
+    assert "does not import here (SyntaxError" in first
+
+    solution = (scratch / "solutions" / "solution_03.py").read_text()
+    marker = "    def forward(self, x: Tensor) -> Tensor:\n"
+    assert solution.count(marker) == 1
+    step.write_text(solution.replace(marker, marker + "        raise ValueError('not yet')\n"))
+    record_a_pass(scratch, 3)
+    result = in_scratch(scratch, "-m", "steps.try_it.step_03_row_statistics")
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr, result.stderr
+    line = solution[: solution.index(marker)].count("\n") + 2
+    assert f"steps/step_03.py raised ValueError in forward (line {line})" in result.stderr
+    assert "not yet" in result.stderr
+
+
+# Figures
+
+
+def test_figures_go_to_a_folder_in_the_repository_that_git_ignores() -> None:
+    result = run_code("from steps.try_it.figures import FOLDER; print(FOLDER)", timeout=120)
+    assert result.returncode == 0, result.stderr
+    folder = Path(result.stdout.strip())
+    assert folder.is_relative_to(REPO), folder
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    probe = folder.relative_to(REPO) / "step_00_probe.png"
+    ignored = subprocess.run(["git", "check-ignore", "-q", str(probe)], cwd=REPO)
+    assert ignored.returncode == 0, f"git does not ignore {probe}"

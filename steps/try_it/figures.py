@@ -6,11 +6,12 @@ experiment prints what it shows, so it runs without matplotlib too.
 """
 
 import sys
-import tempfile
-from pathlib import Path
 
-# Where a script's figures go: outside the repository, so a run leaves git clean.
-FOLDER = Path(tempfile.gettempdir()) / "max-gpt2-try-it"
+from common.steps import REPO, display_path
+
+# Where a script's figures go: beside the experiments, in a folder git ignores
+# (.gitignore), so a run leaves git clean.
+FOLDER = REPO / "steps" / "try_it" / "figures_out"
 
 
 def in_notebook() -> bool:
@@ -44,7 +45,7 @@ def show(figure, name: str) -> None:
         FOLDER.mkdir(exist_ok=True)
         path = FOLDER / f"{name}.png"
         figure.savefig(path, dpi=120, bbox_inches="tight")
-        print(f"(figure saved as {path})")
+        print(f"(figure saved as {display_path(path)})")
     plt.close(figure)  # shown once: the notebook does not draw it again at the cell's end
 
 

@@ -8,7 +8,10 @@
 # %%
 import dataclasses
 
-from solutions.solution_01 import GPT2Config
+from steps.try_it.learner import learner_or_reference
+
+code = learner_or_reference(1)  # yours once it passes its check, else the reference
+GPT2Config = code.GPT2Config
 
 SIZES = {  # the four GPT-2 checkpoints differ only in these three numbers
     "gpt2": dict(n_embd=768, n_layer=12, n_head=12),

@@ -9,7 +9,10 @@
 import numpy as np
 from max.experimental.tensor import Tensor
 
-from solutions.solution_03 import LayerNorm
+from steps.try_it.learner import learner_or_reference
+
+code = learner_or_reference(3)  # yours once it passes its check, else the reference
+LayerNorm = code.LayerNorm
 
 DIM = 8
 

@@ -12,8 +12,11 @@ from max.experimental import functional as F
 from max.experimental.tensor import Tensor
 
 from solutions.solution_01 import GPT2Config
-from solutions.solution_04 import GPT2MLP
 from steps.try_it.figures import pyplot, show
+from steps.try_it.learner import learner_or_reference
+
+code = learner_or_reference(4)  # yours once it passes its check, else the reference
+GPT2MLP = code.GPT2MLP
 
 
 # %%

@@ -10,7 +10,10 @@ import numpy as np
 from max.experimental.tensor import Tensor
 
 from solutions.solution_01 import GPT2Config
-from solutions.solution_05 import GPT2TokenEmbedding
+from steps.try_it.learner import learner_or_reference
+
+code = learner_or_reference(5)  # yours once it passes its check, else the reference
+GPT2TokenEmbedding = code.GPT2TokenEmbedding
 
 # %%
 config = GPT2Config(vocab_size=10, n_embd=3, n_layer=1, n_head=1)

@@ -12,7 +12,10 @@ from max.experimental.tensor import Tensor
 
 from solutions.solution_01 import GPT2Config
 from solutions.solution_05 import GPT2TokenEmbedding
-from solutions.solution_06 import GPT2Embeddings
+from steps.try_it.learner import learner_or_reference
+
+code = learner_or_reference(6)  # yours once it passes its check, else the reference
+GPT2Embeddings = code.GPT2Embeddings
 
 WORDS = ["the", "cat", "sat", "and", "then", "ran"]
 

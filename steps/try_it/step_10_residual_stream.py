@@ -16,8 +16,11 @@ from solutions.solution_01 import GPT2Config
 from solutions.solution_03 import LayerNorm
 from solutions.solution_04 import GPT2MLP
 from solutions.solution_09 import GPT2MultiHeadAttention
-from solutions.solution_10 import pre_norm_residual
 from steps.try_it.figures import pyplot, show
+from steps.try_it.learner import learner_or_reference
+
+code = learner_or_reference(10)  # yours once it passes its check, else the reference
+pre_norm_residual = code.pre_norm_residual
 
 LAYERS = 12
 

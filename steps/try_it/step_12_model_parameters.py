@@ -15,7 +15,10 @@ from max.experimental.nn import ModuleList
 
 from solutions.solution_01 import GPT2Config
 from solutions.solution_11 import GPT2Block
-from solutions.solution_12 import GPT2Model
+from steps.try_it.learner import learner_or_reference
+
+code = learner_or_reference(12)  # yours once it passes its check, else the reference
+GPT2Model = code.GPT2Model
 
 
 # %%

@@ -12,7 +12,10 @@ import numpy as np
 from max.experimental import functional as F
 
 from solutions.solution_01 import GPT2Config
-from solutions.solution_13 import MaxGPT2LMHeadModel
+from steps.try_it.learner import learner_or_reference
+
+code = learner_or_reference(13)  # yours once it passes its check, else the reference
+MaxGPT2LMHeadModel = code.MaxGPT2LMHeadModel
 
 
 # %%

@@ -15,7 +15,10 @@ from max.experimental.tensor import Tensor
 from common.sizes import SMALL_GPT2
 from solutions.solution_01 import GPT2Config
 from solutions.solution_13 import MaxGPT2LMHeadModel
-from solutions.solution_16 import compile_model
+from steps.try_it.learner import learner_or_reference
+
+code = learner_or_reference(16)  # yours once it passes its check, else the reference
+compile_model = code.compile_model
 
 CONFIG = GPT2Config(**{**SMALL_GPT2, "n_layer": 1})  # the checker's model: 1 block, n_embd 64
 

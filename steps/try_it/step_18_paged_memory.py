@@ -9,8 +9,11 @@
 import math
 
 from solutions.solution_01 import GPT2Config
-from solutions.solution_18 import cache_shape
 from steps.try_it.figures import pyplot, show
+from steps.try_it.learner import learner_or_reference
+
+code = learner_or_reference(18)  # yours once it passes its check, else the reference
+cache_shape = code.cache_shape
 
 FLOAT32 = 4  # bytes
 

@@ -14,8 +14,11 @@ from max.experimental import functional as F
 from max.experimental.tensor import Tensor
 
 from solutions.solution_03 import LayerNorm
-from solutions.solution_20 import RMSNorm
 from steps.try_it.figures import pyplot, show
+from steps.try_it.learner import learner_or_reference
+
+code = learner_or_reference(20)  # yours once it passes its check, else the reference
+RMSNorm = code.RMSNorm
 
 
 def run(layer, rows: np.ndarray) -> np.ndarray:

@@ -16,8 +16,11 @@ from max.experimental.tensor import Tensor
 
 from solutions.solution_01 import GPT2Config
 from solutions.solution_04 import GPT2MLP
-from solutions.solution_20 import SwiGLUMLP
 from steps.try_it.figures import pyplot, show
+from steps.try_it.learner import learner_or_reference
+
+code = learner_or_reference(20)  # yours once it passes its check, else the reference
+SwiGLUMLP = code.SwiGLUMLP
 
 
 def apply(activation, x: np.ndarray) -> np.ndarray:

@@ -16,7 +16,14 @@ import numpy as np
 from max.dtype import DType
 from max.experimental.tensor import Tensor
 
-from solutions.solution_24 import MLAConfig, MultiHeadLatentAttention, deinterleave
+from steps.try_it.learner import learner_or_reference
+
+code = learner_or_reference(24)  # yours once it passes its check, else the reference
+MLAConfig, MultiHeadLatentAttention, deinterleave = (
+    code.MLAConfig,
+    code.MultiHeadLatentAttention,
+    code.deinterleave,
+)
 
 RANK, NOPE, ROPE, TOKENS = 8, 4, 4, 6
 rng = np.random.default_rng(0)

@@ -13,8 +13,11 @@
 import numpy as np
 from max.experimental.tensor import Tensor
 
-from solutions.solution_26 import mha_backward, mha_forward
 from steps.try_it.figures import pyplot, show
+from steps.try_it.learner import learner_or_reference
+
+code = learner_or_reference(26)  # yours once it passes its check, else the reference
+mha_backward, mha_forward = code.mha_backward, code.mha_forward
 
 VOCAB, SEQ, EMBED, HEADS, BATCH = 8, 8, 16, 2, 16
 STEPS, LEARNING_RATE = 100, 0.3
