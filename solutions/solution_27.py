@@ -26,8 +26,9 @@ def quantize_q8_0(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     blocks = weight.reshape(out_dim, in_dim // BLOCK, BLOCK)
     # The block's largest magnitude becomes 127: one step is that over 127.
     scales = np.abs(blocks).max(axis=-1) / LEVELS
-    # An all-zero block has a step of 0, and all its values are 0: no division.
-    inverse = np.divide(1.0, scales, out=np.zeros_like(scales), where=scales != 0)
+    # An all-zero block has a step of 0, and all its values are 0: no division
+    # by 0 (a step taken as infinite has an inverse of exactly 0).
+    inverse = 1 / np.where(scales == 0, np.inf, scales)
     steps = blocks * inverse[..., None]
     # Rounded as ggml rounds (C's roundf): an exact tie goes away from zero.
     values = (np.sign(steps) * np.floor(np.abs(steps) + 0.5)).astype(np.int8)

@@ -31,7 +31,8 @@ def quantize_q8_0(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     blocks = None
     scales = None
     # END TODO
-    # An all-zero block has a step of 0, and all its values are 0: no division.
+    # An all-zero block has a step of 0, and all its values are 0: no division
+    # by 0 (a step taken as infinite has an inverse of exactly 0).
     # TODO: 1 / step for every block, 0 where the step is 0 (the page's "An
     #   all-zero block"); then each weight in steps of its block's scale,
     #   [out, in // 32, 32].

@@ -193,8 +193,8 @@ def zero_block_stays_zero(ctx: Context) -> None:
             f"{'`' + said[:80] + '`' if said else 'nothing'}; got scale {scale:g} and "
             f"values {np.unique(block).tolist()}). NaN has no int8: one machine makes it 0, "
             "another -128.",
-            "Where a block's step is 0, its values are 0: divide only where the step is not "
-            "0, or multiply by an inverse that is 0 there.",
+            "Where a block's step is 0, its values are 0: multiply by an inverse step that "
+            "is 0 there (a step of 0 taken as infinite), never by 1 / 0.",
         )
 
 

@@ -6,7 +6,7 @@ from tests.mistakes import m
 
 BLOCKS = "blocks = weight.reshape(out_dim, in_dim // BLOCK, BLOCK)"
 SCALES = "scales = np.abs(blocks).max(axis=-1) / LEVELS"
-INVERSE = "inverse = np.divide(1.0, scales, out=np.zeros_like(scales), where=scales != 0)"
+INVERSE = "inverse = 1 / np.where(scales == 0, np.inf, scales)"
 STEPS = "steps = blocks * inverse[..., None]"
 VALUES = "values = (np.sign(steps) * np.floor(np.abs(steps) + 0.5)).astype(np.int8)"
 RETURN = "return scales.astype(np.float16), values"
