@@ -14,6 +14,8 @@ from tests import reference_quant as ref
 
 gguf = pytest.importorskip("gguf", reason="the gguf package is the oracle: pip install gguf")
 Q8_0 = gguf.GGMLQuantizationType.Q8_0
+Q4_0 = gguf.GGMLQuantizationType.Q4_0
+Q4_1 = gguf.GGMLQuantizationType.Q4_1
 
 
 def random_weight(rows: int = 48, columns: int = 160, seed: int = 0) -> np.ndarray:
@@ -73,6 +75,34 @@ def test_the_solutions_dequantize_in_the_graph_is_ggmls() -> None:
     np.testing.assert_allclose(layer(Tensor(x)).to_numpy(), x @ want.T, rtol=1e-5, atol=1e-4)
 
 
+def test_nibbles_are_in_ggmls_order() -> None:
+    """Byte j of a block holds value j in its low nibble, value j + 16 in its high one."""
+    levels = np.arange(32, dtype=np.uint8) % 16
+    packed = ref.pack_nibbles(levels)
+    assert packed[0] == 0x00 and packed[1] == (1 | 1 << 4) and packed[15] == (15 | 15 << 4)
+    shuffled = np.random.default_rng(5).integers(0, 16, (3, 4, 32)).astype(np.uint8)
+    packed = ref.pack_nibbles(shuffled)
+    assert np.array_equal(packed & 0x0F, shuffled[..., :16])
+    assert np.array_equal(packed >> 4, shuffled[..., 16:])
+    assert np.array_equal(ref.unpack_nibbles(packed), shuffled)
+
+
+def test_q4_0_bytes_are_ggmls() -> None:
+    weight = random_weight(seed=6)
+    blocks = ref.q4_0_bytes(*ref.quantize_q4_0(weight))
+    assert np.array_equal(blocks, gguf.quants.quantize(weight, Q4_0))
+    ours = ref.dequantize_q4_0(*ref.q4_0_from_bytes(blocks))
+    assert np.array_equal(ours, gguf.quants.dequantize(blocks, Q4_0))
+
+
+def test_q4_1_bytes_are_ggmls() -> None:
+    weight = random_weight(seed=7)
+    blocks = ref.q4_1_bytes(*ref.quantize_q4_1(weight))
+    assert np.array_equal(blocks, gguf.quants.quantize(weight, Q4_1))
+    ours = ref.dequantize_q4_1(*ref.q4_1_from_bytes(blocks))
+    assert np.array_equal(ours, gguf.quants.dequantize(blocks, Q4_1))
+
+
 # -- the real file -------------------------------------------------------------
 
 
@@ -106,3 +136,14 @@ def test_quantizing_a_real_layer_is_ggmls(smollm2_tensors) -> None:
     want = gguf.quants.quantize(weight, Q8_0)
     assert np.array_equal(ref.q8_0_bytes(*ref.quantize_q8_0(weight)), want)
     assert np.array_equal(ref.q8_0_bytes(*quantize_q8_0(weight)), want)
+
+
+def test_the_files_q4_1_layers_read_back_as_ggml_reads_them(smollm2_tensors) -> None:
+    """Every Q4_1 matrix of SmolLM2's file: split into scales, minimums and
+    nibbles, it dequantizes to what gguf does."""
+    layers = [t for t in smollm2_tensors.values() if t.tensor_type == Q4_1]
+    assert len(layers) == 210  # 30 layers of 7 matrices
+    for layer in layers[::10]:
+        data = np.asarray(layer.data)
+        ours = ref.dequantize_q4_1(*ref.q4_1_from_bytes(data))
+        assert np.array_equal(ours, gguf.quants.dequantize(data, Q4_1)), layer.name
