@@ -104,7 +104,7 @@ if plt is not None:
     left.hist(in_steps.ravel(), bins=50, color="tab:blue")
     left.set_xlabel("error, in steps of the weight's block")
     left.set_ylabel("weights")
-    left.set_title("every weight: within half a step")
+    left.set_title("every weight: within about half a step")
     right.hist(scales.astype(np.float32).ravel(), bins=50, color="tab:orange")
     right.set_xlabel("a block's step (its scale)")
     right.set_ylabel("blocks")
