@@ -95,7 +95,7 @@ def scale_per_block(ctx: Context) -> None:
     expect_close(
         scales.astype(np.float32),
         as_stored(ref.q8_0_scales(weight)),
-        "quantize_q8_0's scales",
+        "quantize_q8_0's scale of each block",
         {
             "The scale comes from the block's mean magnitude: the largest weights then land "
             "beyond 127 and are clipped. The block's largest magnitude must map to 127, so "
