@@ -47,6 +47,7 @@ TITLES = {
     26: "Attention's backward pass",
     # Part IV: the files people actually run.
     27: "Eight-bit blocks",
+    28: "Four-bit blocks",
 }
 
 
