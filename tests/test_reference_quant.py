@@ -147,3 +147,31 @@ def test_the_files_q4_1_layers_read_back_as_ggml_reads_them(smollm2_tensors) -> 
         data = np.asarray(layer.data)
         ours = ref.dequantize_q4_1(*ref.q4_1_from_bytes(data))
         assert np.array_equal(ours, gguf.quants.dequantize(data, Q4_1)), layer.name
+
+
+def test_the_solutions_four_bit_quantizers_are_ggmls() -> None:
+    from solutions.solution_28 import quantize_q4_0, quantize_q4_1
+
+    weight = random_weight(seed=8)
+    weight[7, :2] = 9.0, -9.0  # two largest magnitudes of opposite signs: a level capped at 15
+    assert np.array_equal(
+        ref.q4_0_bytes(*quantize_q4_0(weight)), gguf.quants.quantize(weight, Q4_0)
+    )
+    assert np.array_equal(
+        ref.q4_1_bytes(*quantize_q4_1(weight)), gguf.quants.quantize(weight, Q4_1)
+    )
+
+
+def test_the_solutions_graph_dequantizes_the_files_q4_1_as_ggml_does(smollm2_tensors) -> None:
+    """SmolLM2's first attention query matrix, its Q4_1 blocks unpacked and
+    dequantized by step 28's solution in a MAX graph."""
+    from max.experimental.tensor import Tensor
+
+    from solutions.solution_28 import dequantize_q4_1
+
+    max_runtime.prepare()
+    layer = smollm2_tensors["blk.0.attn_q.weight"]
+    data = np.asarray(layer.data)
+    parts = ref.q4_1_from_bytes(data)
+    got = dequantize_q4_1(*(Tensor(part) for part in parts)).to_numpy()
+    assert np.array_equal(got, gguf.quants.dequantize(data, Q4_1))
