@@ -45,6 +45,9 @@ TITLES = {
     24: "Multi-head latent attention",
     25: "The absorbed decode",
     26: "Attention's backward pass",
+    # Part IV: the files people actually run.
+    27: "Eight-bit blocks",
+    28: "Four-bit blocks",
 }
 
 

@@ -166,6 +166,7 @@ TESTS_AUDIENCE = {
     "reference_llama.py": "learner",
     "reference_mla.py": "learner",
     "reference_backward.py": "learner",
+    "reference_quant.py": "learner",
     "fixtures.py": "maintainers",
     "mistakes.py": "maintainers",
     "mutation_equivalents.toml": "maintainers",
