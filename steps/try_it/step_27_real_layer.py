@@ -15,8 +15,12 @@ import numpy as np
 from max.experimental.tensor import Tensor
 
 from common import smollm2
-from solutions.solution_27 import BLOCK, Q8Linear, dequantize_q8_0, quantize_q8_0
 from steps.try_it.figures import pyplot, show
+from steps.try_it.learner import learner_or_reference
+
+code = learner_or_reference(27)  # yours once it passes its check, else the reference
+BLOCK, Q8Linear = code.BLOCK, code.Q8Linear
+dequantize_q8_0, quantize_q8_0 = code.dequantize_q8_0, code.quantize_q8_0
 
 LAYER = "blk.0.ffn_gate.weight"  # the first MLP's gate_proj, [1536, 576]
 SHAPE = (1536, 576)
