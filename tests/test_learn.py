@@ -27,6 +27,7 @@ from tests.checker import memo
 from tests.fixtures import copy_tutorial
 from tools import learn
 from tools.learn import doctor, hints, progress, watch
+from tools.learn.skeletons import pristine_skeleton
 
 COPIED = ("common", "steps", "solutions", "tests", "tools", "pyproject.toml")
 GIT_ENV = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
@@ -51,7 +52,9 @@ def pristine_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the tutorial, committed: what a learner has after cloning it."""
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
-    root = copy_tutorial(tmp_path_factory.mktemp("pristine") / "tutorial", COPIED)
+    root = copy_tutorial(
+        tmp_path_factory.mktemp("pristine") / "tutorial", COPIED, pristine_skeleton
+    )
     git(root, "init", "-q")
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "The tutorial")

@@ -18,6 +18,7 @@ import pytest
 from common import max_runtime, steps
 from common.steps import REPO
 from tests.fixtures import copy_tutorial, run_code, run_python, run_tool
+from tools.learn.skeletons import pristine_skeleton
 
 EXPERIMENTS = [script for record in steps.STEPS for script in record.try_it]
 KERNEL = "try-it"  # the kernel the notebooks run in: this interpreter's ipykernel
@@ -229,7 +230,9 @@ def scratch(tmp_path: Path) -> Path:
     """The tutorial's code with untouched skeletons, where a learner's steps
     and the checker's verdicts can change without touching this checkout."""
     return copy_tutorial(
-        tmp_path / "tutorial", ("common", "solutions", "steps", "tests", "pyproject.toml")
+        tmp_path / "tutorial",
+        ("common", "solutions", "steps", "tests", "pyproject.toml"),
+        pristine_skeleton,
     )
 
 
