@@ -22,21 +22,14 @@ code = learner_or_reference(28)  # yours once it passes its check, else the refe
 # %%
 # A block of 32 positive weights from 0.2 to 0.5.
 block = np.linspace(0.2, 0.5, 32, dtype=np.float32)[None]
-for name, levels_of, dequantized in (
-    (
-        "Q4_0",
-        lambda: code.quantize_q4_0(block)[1],
-        lambda: code.dequantize_q4_0(*map(Tensor, code.quantize_q4_0(block))),
-    ),
-    (
-        "Q4_1",
-        lambda: code.quantize_q4_1(block)[2],
-        lambda: code.dequantize_q4_1(*map(Tensor, code.quantize_q4_1(block))),
-    ),
+for name, quantize, dequantize in (
+    ("Q4_0", code.quantize_q4_0, code.dequantize_q4_0),
+    ("Q4_1", code.quantize_q4_1, code.dequantize_q4_1),
 ):
-    packed = levels_of()
+    blocks = quantize(block)  # the packed levels come last, after the scale (and minimum)
+    packed = blocks[-1]
     levels = np.concatenate([packed % 16, packed // 16], axis=-1)
-    back = dequantized().to_numpy()
+    back = dequantize(*map(Tensor, blocks)).to_numpy()
     print(
         f"{name}: levels used {sorted(set(levels.ravel().tolist()))}, "
         f"largest error {np.abs(back - block).max():.4f}"
