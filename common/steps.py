@@ -48,6 +48,7 @@ TITLES = {
     # Part IV: the files people actually run.
     27: "Eight-bit blocks",
     28: "Four-bit blocks",
+    29: "Reading a GGUF file",
 }
 
 

@@ -159,7 +159,8 @@ def read_tensor_info(reader: Reader, what: str) -> TensorInfo:
     number = reader.number("I", f"{name}'s block type")
     offset = reader.number("Q", f"{name}'s offset")
     # ggml lists the fastest-moving dim first: a Linear's [out, in] is stored as (in, out).
-    return TensorInfo(name, tuple(reversed(dims)), GGML_TYPES.get(number, f"type {number}"), offset)
+    shape = tuple(reversed(dims))
+    return TensorInfo(name, shape, GGML_TYPES.get(number, f"type {number}"), offset)
 
 
 def aligned(position: int, alignment: int) -> int:
@@ -225,12 +226,17 @@ def block_format(info: TensorInfo, path: Path | str) -> BlockFormat:
     by name, never read as another."""
     known = BLOCK_FORMATS.get(info.kind)
     if known is None:
-        number = f" (type {TYPE_NUMBERS[info.kind]})" if info.kind in TYPE_NUMBERS else ""
-        raise GGUFError(
-            f"{path}: {info.name} is {info.kind}{number}, which this reader does not know; "
-            f"it reads {', '.join(BLOCK_FORMATS)}."
-        )
+        raise unknown_type(info, path)
     return known
+
+
+def unknown_type(info: TensorInfo, path: Path | str) -> GGUFError:
+    """The error for a tensor of a block type this reader does not know, naming it."""
+    number = f" (type {TYPE_NUMBERS[info.kind]})" if info.kind in TYPE_NUMBERS else ""
+    return GGUFError(
+        f"{path}: {info.name} is {info.kind}{number}, which this reader does not know; "
+        f"it reads {', '.join(BLOCK_FORMATS)}."
+    )
 
 
 def byte_count(info: TensorInfo, path: Path | str) -> int:
