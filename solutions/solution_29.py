@@ -74,6 +74,10 @@ class GGUFError(Exception):
     a block type or a model it does not know. The message is one line that
     names the file and what is wrong."""
 
+    def __init__(self, message: str) -> None:
+        # A corrupt file's names can hold any byte: the message stays one printable line.
+        super().__init__("".join(c if c.isprintable() else ascii(c)[1:-1] for c in message))
+
 
 # -- reading fields -------------------------------------------------------------
 
