@@ -1,5 +1,7 @@
 """Checks for step 22: sliding-window attention and the rolling buffer."""
 
+from collections.abc import Callable
+
 import numpy as np
 
 from tests import reference_llama as ref
@@ -182,43 +184,125 @@ def ring(num_written: int, values: np.ndarray) -> np.ndarray:
     return buffer
 
 
+def wrong_slots(window: int) -> dict[str, Callable[[int], int]]:
+    """{what is wrong: the slot that mistake gives position p}, for a buffer of `window` slots."""
+    return {
+        "The slot is one late: position p goes to slot p % window, so position 0 takes slot "
+        f"0 and position {window} slot 0 again.": lambda p: (p + 1) % window,
+        "The slot is one early: position p goes to slot p % window, so position 0 takes slot "
+        f"0 and position {window} slot 0 again.": lambda p: (p - 1) % window,
+        f"The slots are filled from the last one down: position 0 took slot {window - 1}. "
+        "They fill from slot 0 up and wrap round to slot 0 after the last, so the oldest "
+        "token always sits in the slot the next one will overwrite, where ring_read starts.": (
+            lambda p: (window - 1 - p) % window
+        ),
+        "The slot stops at the last one once the buffer is full, so every later token "
+        "overwrites the newest, the one just written, and the oldest stays. After the last "
+        "slot the slot wraps round to slot 0.": lambda p: min(p, window - 1),
+        "The slot is position // window, how many times the buffer has wrapped; the slot is "
+        "the remainder of that division.": lambda p: p // window,
+        f"The slot is the position modulo window - 1 = {window - 1}: the buffer has window = "
+        f"{window} slots, int(buffer.shape[2]), since the new token is stored in it before "
+        "the read.": lambda p: p % (window - 1),
+    }
+
+
 def ring_writes_slots(ctx: Context) -> None:
+    """Each position written into the right buffer (ring(position, values)),
+    so that every write is judged alone; the first wrong one is named slot by
+    slot, and the slot rule the writes follow, if it is a known wrong one."""
     write = ctx.get("ring_write")
     values = ctx.normal(BATCH, HEADS, 2 * WINDOW + 1, HEAD_DIM)
-    buffer = np.zeros((BATCH, HEADS, WINDOW, HEAD_DIM), np.float32)
+    landed: list[int | None] = []  # the slot each position went to
+    first_wrong: tuple[int, np.ndarray] | None = None
     for position in range(values.shape[2]):
         new = values[:, :, position : position + 1]
         try:
-            got = ctx.call("ring_write", write, tensor(buffer), tensor(new), position)
+            got = ctx.call(
+                "ring_write", write, tensor(ring(position, values)), tensor(new), position
+            )
         except Fail as failure:
-            if position < WINDOW:
-                raise
-            raise Fail(
-                failure.message,
-                f"A buffer of {WINDOW} slots has no slot {position}: the slot is "
-                "position % window, which wraps round to slot 0 after the last.",
-            ) from failure
+            if first_wrong or "out of range" not in failure.message:
+                break
+            raise past_the_buffer(position, landed, failure) from failure
         what = f"the buffer after ring_write(position={position})"
-        expect_shape(
-            got,
-            buffer.shape,
-            what,
-            f"The buffer keeps its {WINDOW} slots: the token at position p replaces slot "
-            "p % window.",
+        array = to_numpy(got, what)
+        held = positions_held(array, values, position + 1) if array.ndim == 4 else []
+        places = [place for place, p in enumerate(held) if p == position]
+        landed.append(places[0] if len(places) == 1 else None)
+        if first_wrong is None and not close(array, ring(position + 1, values)):
+            first_wrong = (position, array)
+    if first_wrong is None:
+        return
+    position, array = first_wrong
+    expect_shape(
+        array,
+        (BATCH, HEADS, array.shape[2] if array.ndim == 4 else WINDOW, HEAD_DIM),
+        f"the buffer after ring_write(position={position})",
+        "The buffer is [batch, heads, window, head_dim]: a token replaces one slot along axis 2.",
+    )
+    raise Fail(wrong_write(position, array, values), slot_rule_hint(landed))
+
+
+def wrong_write(position: int, array: np.ndarray, values: np.ndarray) -> str:
+    """Where position went, and what each slot holds against what it should."""
+    held = positions_held(array, values, position + 1)
+    want = slot_positions(position + 1)
+    places = [place for place, p in enumerate(held) if p == position]
+    keeps = f"a window of {WINDOW} keeps it at slot {position} % {WINDOW} = {position % WINDOW}"
+    if len(held) != WINDOW:
+        said = (
+            f"ring_write(position={position}) returned a buffer of {len(held)} slots, not {WINDOW}"
         )
-        shifted = buffer.copy()
-        shifted[:, :, (position + 1) % WINDOW] = values[:, :, position]
-        expect_close(
-            got,
-            ring(position + 1, values),
-            what,
-            {
-                f"Position {position} went to slot {(position + 1) % WINDOW}; it belongs in "
-                f"slot {position} % {WINDOW} = {position % WINDOW}.": shifted
-            },
-            model="Mistral",
+    elif places == [position % WINDOW]:
+        said = f"ring_write(position={position}) stored position {position} in its slot but changed others"
+    elif places:
+        where = " and ".join(str(place) for place in places)
+        said = f"ring_write(position={position}) wrote position {position} at slot {where}; {keeps}"
+    else:
+        said = f"ring_write(position={position}) stored position {position} in no slot; {keeps}"
+    legend = " (?: no token written there)" if None in held + want else ""
+    return (
+        f"{said}. Slot by slot the buffer holds positions {shown(held)}; it should hold "
+        f"{shown(want)}{legend}."
+    )
+
+
+def slot_rule_hint(landed: list[int | None]) -> str:
+    """The known wrong slot rule every observed write follows, else where each went."""
+    for explanation, slot in wrong_slots(WINDOW).items():
+        if all(got == slot(p) for p, got in enumerate(landed)):
+            return explanation
+    if landed == [p % WINDOW for p in range(len(landed))]:
+        return (
+            "Each position lands in its slot, p % window, but the buffer around it changed: "
+            f"rebuild it from the slots before that slot, the new token and the slots after "
+            f"it, {WINDOW} slots in all, each other slot keeping its token."
         )
-        buffer = to_numpy(got, what)
+    slots = ", ".join("?" if s is None else str(s) for s in landed)
+    return (
+        f"Positions 0 to {len(landed) - 1} went to slots {slots}; with window {WINDOW} they go "
+        f"to {', '.join(str(p % WINDOW) for p in range(len(landed)))}. Position p replaces "
+        "position p - window, the token that just left the window, and the other slots keep "
+        "theirs."
+    )
+
+
+def past_the_buffer(position: int, landed: list[int | None], failure: Fail) -> Fail:
+    """MAX refused a slice beyond the buffer: the slot asked for is window or more."""
+    before = ""
+    if landed:
+        slots = ", ".join("?" if s is None else str(s) for s in landed)
+        before = f" Positions 0 to {position - 1} went to slots {slots}."
+    return Fail(
+        f"ring_write(position={position}) asked for a slot past the buffer's {WINDOW} slots "
+        f"(0 to {WINDOW - 1}), and MAX refused the slice; a window of {WINDOW} keeps position "
+        f"{position} at slot {position} % {WINDOW} = {position % WINDOW}.{before} MAX said: "
+        f"{failure.message}",
+        f"A buffer of {WINDOW} slots has no slot {position}: the slot wraps round to slot 0 "
+        "after the last, the position modulo the window, which is the buffer's length along "
+        "axis 2.",
+    )
 
 
 def positions_held(got: np.ndarray, values: np.ndarray, written: int) -> list[int | None]:
