@@ -223,17 +223,24 @@ def absorbed_decode(
     past_rope_key: np.ndarray,
     *,
     scale_dim: int | None = None,
+    scaled: str = "scores",
     rope_scores: bool = True,
     latent_scores: bool = True,
     own_token: bool = True,
+    softmax_axis: int = -1,
+    key_half_transposed: bool = False,
+    value_half_transposed: bool = False,
 ) -> np.ndarray:
     """Step 25's decode of one token x [batch, 1, hidden] in latent space: the
     query absorbs kv_b_proj's key half, the weighted sum of latents meets its
     value half. Equal to mla_attention's output (tests/test_reference_mla.py).
 
-    Mistakes: scale_dim divides by the root of another width; rope_scores /
-    latent_scores False leave one of a score's two dot products out;
-    own_token False attends to the cached tokens only, not the new one."""
+    Mistakes: scale_dim divides by the root of another width; scaled "latent"
+    or "rope" scales that part of each score only; rope_scores / latent_scores
+    False leave one of a score's two dot products out; own_token False attends
+    to the cached tokens only, not the new one; softmax_axis 1 normalizes over
+    the heads; key_half_transposed / value_half_transposed multiply by a half
+    the other way round (which runs only where its two widths are equal)."""
     past = past_latent.shape[1]
     positions = np.arange(past, past + 1)
     query = split_query(w, x, s)
@@ -245,12 +252,20 @@ def absorbed_decode(
     latents = np.concatenate([past_latent, latent], axis=1)[:, None, seen]  # a head axis of 1
     rope_keys = np.concatenate([past_rope_key, rope_key], axis=1)[:, None, seen]
     key_half, value_half = absorbed_weights(w, s)
-    scores = 0.0
-    if latent_scores:
-        scores = scores + (q_nope @ key_half) @ np.swapaxes(latents, -1, -2)
-    if rope_scores:
-        scores = scores + q_rope @ np.swapaxes(rope_keys, -1, -2)
+    if key_half_transposed:
+        key_half = np.swapaxes(key_half, -1, -2)
+    if value_half_transposed:
+        value_half = np.swapaxes(value_half, -1, -2)
     scale = 1.0 / np.sqrt(s.qk_head_dim if scale_dim is None else scale_dim)
-    context = softmax(scores * scale, axis=-1) @ latents  # [batch, heads, 1, rank]
+    parts = {"latent": 0.0, "rope": 0.0}
+    if latent_scores:
+        parts["latent"] = (q_nope @ key_half) @ np.swapaxes(latents, -1, -2)
+    if rope_scores:
+        parts["rope"] = q_rope @ np.swapaxes(rope_keys, -1, -2)
+    if scaled == "scores":
+        scores = (parts["latent"] + parts["rope"]) * scale
+    else:
+        scores = parts["latent"] + parts["rope"] + parts[scaled] * (scale - 1.0)
+    context = softmax(scores, axis=softmax_axis) @ latents  # [batch, heads, 1, rank]
     out = context @ np.swapaxes(value_half, -1, -2)
     return linear(merge_heads(out), w["o_proj.weight"], None)

@@ -82,7 +82,12 @@ def test_absorbed_decode_equals_expanding():
     _, past_latent, past_rope_key = ref.mla_attention(w, x[:, :5], SIZES)
     absorbed = ref.absorbed_decode(w, x[:, 5:], SIZES, past_latent, past_rope_key)
     assert_close(absorbed, whole[:, 5:])
-    for options in ({"scale_dim": SIZES.kv_lora_rank}, {"rope_scores": False}):
+    for options in (
+        {"scale_dim": SIZES.kv_lora_rank},
+        {"rope_scores": False},
+        {"scaled": "rope"},
+        {"softmax_axis": 1},
+    ):
         wrong = ref.absorbed_decode(w, x[:, 5:], SIZES, past_latent, past_rope_key, **options)
         assert not close(wrong, whole[:, 5:])
 

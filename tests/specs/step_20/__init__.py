@@ -188,19 +188,44 @@ def wrong_mlps(w: dict, x: np.ndarray) -> dict[str, np.ndarray]:
         "The gate is a plain sigmoid; SiLU is x * sigmoid(x).": down(
             1.0 / (1.0 + np.exp(-gate)) * up
         ),
-        "The gate has no activation: apply SiLU to gate_proj's output.": down(gate * up),
+        "The gate has no activation: apply SiLU, x * sigmoid(x), to gate_proj's output.": down(
+            gate * up
+        ),
         "The two projections are added; the gate multiplies: silu(gate(x)) * up(x).": down(
             ref.silu(gate) + up
         ),
         "up_proj is left out: the gate multiplies up_proj's output.": down(ref.silu(gate)),
+        "gate_proj's output is used twice and up_proj's never: SiLU of gate_proj's output "
+        "multiplies up_proj's.": down(ref.silu(gate) * gate),
+        "up_proj's output is used twice and gate_proj's never: SiLU of gate_proj's output "
+        "multiplies up_proj's.": down(ref.silu(up) * up),
+        "SiLU is applied to the product; it gates before it: SiLU of gate_proj's output, then "
+        "times up_proj's.": down(ref.silu(gate * up)),
+        "SiLU is applied after down_proj, to the MLP's output; it gates inside: SiLU of "
+        "gate_proj's output, then times up_proj's, then down_proj.": ref.silu(down(gate * up)),
+        "down_proj is applied to each factor before the product; it projects the product "
+        "back to hidden_size, once, after the gate has multiplied.": down(ref.silu(gate))
+        * down(up),
     }
+
+
+def expect_projected_back(out: np.ndarray) -> None:
+    """An output with intermediate_size features: down_proj never ran."""
+    if out.shape == (BATCH, SEQ, INTERMEDIATE):
+        raise Fail(
+            f"SwiGLUMLP(x) has shape {list(out.shape)}: intermediate_size = {INTERMEDIATE} "
+            f"features per token, expected hidden_size = {DIM}. down_proj is not applied: it "
+            "projects the gated product back to hidden_size.",
+            "The gated product is the input of down_proj, and down_proj's output is the MLP's.",
+        )
 
 
 def mlp_gates_with_silu(ctx: Context) -> None:
     layer, w = mlp(ctx)
     # Inputs large enough that the gate leaves SiLU's nearly linear middle.
     x = ctx.normal(BATCH, SEQ, DIM, std=5.0)
-    out = ctx.call("SwiGLUMLP.forward", layer, tensor(x))
+    out = to_numpy(ctx.call("SwiGLUMLP.forward", layer, tensor(x)), "SwiGLUMLP(x)")
+    expect_projected_back(out)
     expect_close(out, ref.swiglu_mlp(w, x), "SwiGLUMLP(x)", wrong_mlps(w, x), model="Llama")
 
 

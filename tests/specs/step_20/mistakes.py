@@ -102,4 +102,47 @@ MISTAKES = [
         "gated = F.silu(self.gate_proj(x)) + self.up_proj(x)",
         "added",
     ),
+    m(
+        "GELU (exact) instead of SiLU",
+        GATED,
+        "gated = F.gelu(self.gate_proj(x)) * self.up_proj(x)",
+        "GELU (exact) is used",
+    ),
+    m("up_proj left out", GATED, "gated = F.silu(self.gate_proj(x))", "up_proj is left out"),
+    m(
+        "gate_proj used twice",
+        GATED,
+        "gated = F.silu(self.gate_proj(x)) * self.gate_proj(x)",
+        "up_proj's never",
+    ),
+    m(
+        "up_proj used twice",
+        GATED,
+        "gated = F.silu(self.up_proj(x)) * self.up_proj(x)",
+        "gate_proj's never",
+    ),
+    m(
+        "SiLU of the product",
+        GATED,
+        "gated = F.silu(self.gate_proj(x) * self.up_proj(x))",
+        "SiLU is applied to the product",
+    ),
+    m(
+        "SiLU after down_proj",
+        "return self.down_proj(gated)",
+        "return F.silu(self.down_proj(self.gate_proj(x) * self.up_proj(x)))",
+        "SiLU is applied after down_proj",
+    ),
+    m(
+        "down_proj on each factor",
+        "return self.down_proj(gated)",
+        "return self.down_proj(F.silu(self.gate_proj(x))) * self.down_proj(self.up_proj(x))",
+        "down_proj is applied to each factor",
+    ),
+    m(
+        "down_proj skipped",
+        "return self.down_proj(gated)",
+        "return gated",
+        "down_proj is not applied",
+    ),
 ]

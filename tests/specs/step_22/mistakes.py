@@ -7,6 +7,7 @@ from tests.mistakes import Mutant, m
 BELOW = "below = min(window - 1 - num_tokens, sequence_length - 1)"
 BAND = "return F.band_part(mask, num_lower=below, num_upper=num_tokens, exclude=True)"
 KEEP = "keep_from = max(0, num_cached + seq_length - (window - 1))"
+SLOT = "slot = position % int(buffer.shape[2])"
 READ_WRAPPED = "return F.concat([buffer[:, :, oldest:], buffer[:, :, :oldest]], axis=2)"
 
 MISTAKES = [
@@ -66,15 +67,41 @@ MISTAKES = [
     ),
     m(
         "slot one late",
-        "slot = position % int(buffer.shape[2])",
+        SLOT,
         "slot = (position + 1) % int(buffer.shape[2])",
-        "belongs in slot",
+        "wrote position 0 at slot 1; a window of 3 keeps it at slot 0 % 3 = 0",
+    ),
+    m("slot one early", SLOT, "slot = (position - 1) % int(buffer.shape[2])", "slot is one early"),
+    m(
+        "slots filled from the last one down",
+        SLOT,
+        "slot = (int(buffer.shape[2]) - 1 - position) % int(buffer.shape[2])",
+        "filled from the last one down",
     ),
     m(
-        "slot without the modulo",
-        "slot = position % int(buffer.shape[2])",
-        "slot = position",
-        "wraps round",
+        "slot stops at the last one",
+        SLOT,
+        "slot = min(position, int(buffer.shape[2]) - 1)",
+        "wrote position 3 at slot 2; a window of 3 keeps it at slot 3 % 3 = 0",
+    ),
+    m(
+        "slot divided, not the remainder",
+        SLOT,
+        "slot = position // int(buffer.shape[2])",
+        "the remainder of that division",
+    ),
+    m(
+        "slot modulo window - 1",
+        SLOT,
+        "slot = position % (int(buffer.shape[2]) - 1)",
+        "modulo window - 1",
+    ),
+    m("slot without the modulo", SLOT, "slot = position", "wraps round"),
+    m(
+        "slot modulo the head_dim axis",
+        SLOT,
+        "slot = position % int(buffer.shape[-1])",
+        "asked for a slot past the buffer's 3 slots",
     ),
     m("read in slot order after the wrap", READ_WRAPPED, "return buffer", "slot order"),
     m(

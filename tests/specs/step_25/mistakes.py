@@ -110,4 +110,72 @@ MISTAKES = [
         "latent = F.concat([latent, past_latent], axis=1)",
         "before the cached ones",
     ),
+    m(
+        "scale applied twice",
+        SCORES,
+        "scores = (q_latent @ latent.transpose(-1, -2) + q_rope @ rope_key.transpose(-1, -2))"
+        " / math.sqrt(config.qk_head_dim)",
+        "twice",
+    ),
+    Mutant(
+        "only the rotary part scaled",
+        (
+            (SCORES, SCORES + " / math.sqrt(config.qk_head_dim)"),
+            (WEIGHTS, "weights = F.softmax(scores, axis=-1)"),
+        ),
+        "Only the rotary part",
+    ),
+    Mutant(
+        "only the latent part scaled",
+        (
+            (
+                SCORES,
+                "scores = q_latent @ latent.transpose(-1, -2) / math.sqrt(config.qk_head_dim)"
+                " + q_rope @ rope_key.transpose(-1, -2)",
+            ),
+            (WEIGHTS, "weights = F.softmax(scores, axis=-1)"),
+        ),
+        "Only the latent part",
+    ),
+    m("softmax over the heads", WEIGHTS, WEIGHTS.replace("axis=-1", "axis=1"), "over the heads"),
+    m(
+        "key half transposed",
+        "    q_latent = q_nope @ key_half\n",
+        "    q_latent = q_nope @ key_half.transpose(-1, -2)\n",
+        "key_half transposed",
+    ),
+    m(
+        "value half not transposed",
+        "attn_output = context @ value_half.transpose(-1, -2)",
+        "attn_output = context @ value_half",
+        "value_half as it is",
+    ),
+    Mutant(
+        "values expanded before the weighted sum",
+        (
+            (
+                "    context = weights @ latent\n",
+                "    values = latent.reshape([batch, 1, -1, config.kv_lora_rank]) @ "
+                "value_half.transpose(-1, -2)\n",
+            ),
+            (
+                "    context = context.reshape([batch, heads, 1, config.kv_lora_rank])\n",
+                "    weights = weights.reshape([batch, heads, 1, -1])\n",
+            ),
+            (
+                "attn_output = context @ value_half.transpose(-1, -2)",
+                "attn_output = weights @ values",
+            ),
+        ),
+        "a value for each of the 7 tokens",
+    ),
+    m(
+        "keys expanded with the key half",
+        SCORES,
+        "keys = latent.reshape([batch, 1, -1, config.kv_lora_rank]) @ "
+        "key_half.transpose(-1, -2)\n"
+        "    scores = (q_nope @ keys.transpose(-1, -2)).reshape([batch, heads, -1]) + "
+        "q_rope @ rope_key.transpose(-1, -2)",
+        "a key for each of the 7 tokens",
+    ),
 ]
