@@ -251,7 +251,10 @@ def read_gguf(path: Path | str) -> GGUFFile:
     for index in range(metadata_count):
         key = read_string(reader, f"metadata key {index}")
         kind = reader.number("I", f"{key}'s value type")
-        metadata[key] = read_value(reader, kind, key)
+        try:
+            metadata[key] = read_value(reader, kind, key)
+        except RecursionError:  # only a corrupt file nests arrays a thousand deep
+            raise GGUFError(f"{path}: {key} nests arrays too deeply to be read.") from None
 
     infos = [read_tensor_info(reader, f"tensor info {index}") for index in range(tensor_count)]
 
@@ -320,8 +323,8 @@ def metadata_number(gguf: GGUFFile, key: str, default: object = None) -> object:
     value = gguf.metadata.get(key, default)
     if value is None:
         raise GGUFError(f"{gguf.path} has no {key}, which a Llama model needs.")
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise GGUFError(f"{gguf.path}: {key} is {value!r}, not a number.")
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+        raise GGUFError(f"{gguf.path}: {key} is {value!r:.40}, not a positive number.")
     return value
 
 
@@ -345,19 +348,21 @@ def llama_config(gguf: GGUFFile) -> LlamaConfig:
     def number(key: str, default: object = None):
         return metadata_number(gguf, f"llama.{key}", default)
 
-    heads = number("attention.head_count")
+    heads = int(number("attention.head_count"))
+    hidden = int(number("embedding_length"))
+    tokens = gguf.metadata.get("tokenizer.ggml.tokens")
     embeddings = gguf.tensors.get("token_embd.weight")
-    vocab = len(gguf.metadata.get("tokenizer.ggml.tokens", ())) or (
-        embeddings.shape[0] if embeddings is not None else None
-    )
+    vocab = len(tokens) if isinstance(tokens, list) else None
+    if not vocab and embeddings is not None and embeddings.shape:
+        vocab = embeddings.shape[0]
     return LlamaConfig(
         vocab_size=int(number("vocab_size", vocab)),
-        hidden_size=int(number("embedding_length")),
+        hidden_size=hidden,
         intermediate_size=int(number("feed_forward_length")),
         num_hidden_layers=int(number("block_count")),
-        num_attention_heads=int(heads),
+        num_attention_heads=heads,
         num_key_value_heads=int(number("attention.head_count_kv", heads)),
-        head_dim=gguf.metadata.get("llama.attention.key_length"),
+        head_dim=int(number("attention.key_length", hidden // heads)),
         rope_theta=float(number("rope.freq_base", 10000.0)),
         rms_norm_eps=float(number("attention.layer_norm_rms_epsilon")),
         tie_word_embeddings="output.weight" not in gguf.tensors,
@@ -377,6 +382,11 @@ def llama_state(gguf: GGUFFile, config: LlamaConfig) -> dict[str, np.ndarray]:
         array = gguf.array(name)
         permuted = name.split(".")[-2] if name.startswith("blk.") else None
         if permuted in heads and array.ndim == 2:
+            if array.shape[0] % (2 * heads[permuted]):
+                raise GGUFError(
+                    f"{gguf.path}: {name} has {array.shape[0]} rows, not two halves for "
+                    f"each of its {heads[permuted]} heads."
+                )
             array = unpermute(array, heads[permuted])
         state[ours] = array
     return to_llama_state(state, config)

@@ -189,6 +189,29 @@ def test_corrupt_bytes_are_gguf_errors_or_read(tmp_path: Path) -> None:
             assert "\n" not in str(error)
 
 
+def test_a_corrupt_llama_file_is_a_gguf_or_checkpoint_error(tmp_path: Path) -> None:
+    """The same on a whole little Llama file, through the config and the state."""
+    sizes = dict(layers=1, hidden=32, intermediate=32, heads=4, kv_heads=2)
+    metadata = ref.llama_metadata(**sizes, theta=1e4, eps=1e-5, context=64)
+    rng = np.random.default_rng(4)
+    names = ["model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight"]
+    names += ["model.layers.0.self_attn.k_proj.weight", "model.norm.weight"]
+    shapes = [(10, 32), (32, 32), (16, 32), (32,)]
+    state = {name: rng.standard_normal(shape) for name, shape in zip(names, shapes, strict=True)}
+    data = ref.gguf_bytes(metadata, ref.llama_tensors(state, 4, 2, "Q8_0")).data
+    path = tmp_path / "llama.gguf"
+    for _ in range(300):
+        spoiled = bytearray(data)
+        for where in rng.integers(0, len(data), size=rng.integers(1, 4)):
+            spoiled[where] = rng.integers(0, 256)
+        path.write_bytes(bytes(spoiled))
+        try:
+            file = gguf_reader.read_gguf(path)
+            gguf_reader.llama_state(file, gguf_reader.llama_config(file))
+        except (gguf_reader.GGUFError, gguf_reader.CheckpointError) as error:
+            assert "\n" not in str(error)
+
+
 @pytest.mark.parametrize(
     ("start", "said"),
     [
