@@ -10,6 +10,7 @@
 - `sizes`: the small GPT-2 the checker and the experiments build.
 - `max_runtime`: starting MAX the same way in every process and its children.
 - `svg`: the few SVG shapes the book's figures and the attention map draw with.
+- `ggml_blocks`: ggml's block types, as a GGUF file stores them, widened in NumPy.
 
 Nothing here imports the rest of the repository: every room may import it.
 """

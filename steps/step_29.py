@@ -22,11 +22,10 @@ from pathlib import Path
 import numpy as np
 from max.experimental import functional as F
 
+from common.ggml_blocks import BLOCK_FORMATS, GGML_TYPES, TYPE_NUMBERS, BlockFormat
 from solutions.solution_15 import CheckpointError, check_against, parameter_shapes
 from solutions.solution_21 import LlamaConfig
 from solutions.solution_23 import LlamaForCausalLM, to_llama_state
-from solutions.solution_27 import BLOCK
-from solutions.solution_28 import HALF, OFFSET
 
 MAGIC = b"GGUF"
 VERSIONS = (2, 3)  # version 1 counted in u32; 2 and 3 lay a file out the same way
@@ -49,16 +48,6 @@ NUMBERS = {
     12: "d",
 }
 STRING, ARRAY = 8, 9
-
-# ggml's block types, by the number a tensor info stores (ggml.h's ggml_type).
-GGML_TYPES = {
-    **{0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 9: "Q8_1"},
-    **{10: "Q2_K", 11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 15: "Q8_K"},
-    **{16: "IQ2_XXS", 17: "IQ2_XS", 18: "IQ3_XXS", 19: "IQ1_S", 20: "IQ4_NL", 21: "IQ3_S"},
-    **{22: "IQ2_S", 23: "IQ4_XS", 24: "I8", 25: "I16", 26: "I32", 27: "I64", 28: "F64"},
-    **{29: "IQ1_M", 30: "BF16", 34: "TQ1_0", 35: "TQ2_0", 39: "MXFP4"},
-}
-TYPE_NUMBERS = {kind: number for number, kind in GGML_TYPES.items()}
 
 
 class GGUFError(Exception):
@@ -180,57 +169,7 @@ def aligned(position: int, alignment: int) -> int:
     # END TODO
 
 
-# -- the tensors' bytes, widened to float32 ----------------------------------------
-
-
-@dataclass(frozen=True)
-class BlockFormat:
-    """How a block type stores its numbers: `size` bytes for every `count`
-    numbers, and how to widen a [blocks, size] uint8 array to [blocks, count]."""
-
-    count: int
-    size: int
-    widen: object  # Callable[[np.ndarray], np.ndarray]
-
-
-def as_float16(raw: np.ndarray) -> np.ndarray:
-    """Columns of 2 bytes as little-endian float16 numbers widened to float32."""
-    return np.ascontiguousarray(raw).view("<f2").astype(np.float32)
-
-
-def widen_q8_0(blocks: np.ndarray) -> np.ndarray:
-    """Step 27's Q8_0: a float16 scale, then 32 int8 values."""
-    return blocks[:, 2:].view(np.int8) * as_float16(blocks[:, :2])
-
-
-def levels_of(packed: np.ndarray) -> np.ndarray:
-    """Step 28's nibbles: the 16 low ones (a block's first 16 levels), then the 16 high."""
-    return np.concatenate([packed & 0x0F, packed >> 4], axis=-1).astype(np.float32)
-
-
-def widen_q4_0(blocks: np.ndarray) -> np.ndarray:
-    """Step 28's Q4_0: a float16 scale, then 16 bytes of levels centred on 8."""
-    return (levels_of(blocks[:, 2:]) - OFFSET) * as_float16(blocks[:, :2])
-
-
-def widen_q4_1(blocks: np.ndarray) -> np.ndarray:
-    """Step 28's Q4_1: a float16 scale and minimum, then 16 bytes of levels."""
-    return levels_of(blocks[:, 4:]) * as_float16(blocks[:, :2]) + as_float16(blocks[:, 2:4])
-
-
-def widen_bf16(blocks: np.ndarray) -> np.ndarray:
-    """bfloat16 is a float32's top two bytes (step 23)."""
-    return (np.ascontiguousarray(blocks).view("<u2").astype(np.uint32) << 16).view(np.float32)
-
-
-BLOCK_FORMATS = {
-    "F32": BlockFormat(1, 4, lambda blocks: np.ascontiguousarray(blocks).view("<f4")),
-    "F16": BlockFormat(1, 2, as_float16),
-    "BF16": BlockFormat(1, 2, widen_bf16),
-    "Q8_0": BlockFormat(BLOCK, 2 + BLOCK, widen_q8_0),
-    "Q4_0": BlockFormat(BLOCK, 2 + HALF, widen_q4_0),
-    "Q4_1": BlockFormat(BLOCK, 4 + HALF, widen_q4_1),
-}
+# -- the tensors' bytes, widened to float32 (common/ggml_blocks.py) ----------------
 
 
 def block_format(info: TensorInfo, path: Path | str) -> BlockFormat:
@@ -321,7 +260,10 @@ def read_gguf(path: Path | str) -> GGUFFile:
     for index in range(metadata_count):
         key = read_string(reader, f"metadata key {index}")
         kind = reader.number("I", f"{key}'s value type")
-        metadata[key] = read_value(reader, kind, key)
+        try:
+            metadata[key] = read_value(reader, kind, key)
+        except RecursionError:  # only a corrupt file nests arrays a thousand deep
+            raise GGUFError(f"{path}: {key} nests arrays too deeply to be read.") from None
 
     infos = [read_tensor_info(reader, f"tensor info {index}") for index in range(tensor_count)]
 
@@ -400,8 +342,8 @@ def metadata_number(gguf: GGUFFile, key: str, default: object = None) -> object:
     value = gguf.metadata.get(key, default)
     if value is None:
         raise GGUFError(f"{gguf.path} has no {key}, which a Llama model needs.")
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise GGUFError(f"{gguf.path}: {key} is {value!r}, not a number.")
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+        raise GGUFError(f"{gguf.path}: {key} is {value!r:.40}, not a positive number.")
     return value
 
 
@@ -425,19 +367,21 @@ def llama_config(gguf: GGUFFile) -> LlamaConfig:
     def number(key: str, default: object = None):
         return metadata_number(gguf, f"llama.{key}", default)
 
-    heads = number("attention.head_count")
+    heads = int(number("attention.head_count"))
+    hidden = int(number("embedding_length"))
+    tokens = gguf.metadata.get("tokenizer.ggml.tokens")
     embeddings = gguf.tensors.get("token_embd.weight")
-    vocab = len(gguf.metadata.get("tokenizer.ggml.tokens", ())) or (
-        embeddings.shape[0] if embeddings is not None else None
-    )
+    vocab = len(tokens) if isinstance(tokens, list) else None
+    if not vocab and embeddings is not None and embeddings.shape:
+        vocab = embeddings.shape[0]
     return LlamaConfig(
         vocab_size=int(number("vocab_size", vocab)),
-        hidden_size=int(number("embedding_length")),
+        hidden_size=hidden,
         intermediate_size=int(number("feed_forward_length")),
         num_hidden_layers=int(number("block_count")),
-        num_attention_heads=int(heads),
+        num_attention_heads=heads,
         num_key_value_heads=int(number("attention.head_count_kv", heads)),
-        head_dim=gguf.metadata.get("llama.attention.key_length"),
+        head_dim=int(number("attention.key_length", hidden // heads)),
         rope_theta=float(number("rope.freq_base", 10000.0)),
         rms_norm_eps=float(number("attention.layer_norm_rms_epsilon")),
         tie_word_embeddings="output.weight" not in gguf.tensors,
@@ -457,6 +401,11 @@ def llama_state(gguf: GGUFFile, config: LlamaConfig) -> dict[str, np.ndarray]:
         array = gguf.array(name)
         permuted = name.split(".")[-2] if name.startswith("blk.") else None
         if permuted in heads and array.ndim == 2:
+            if array.shape[0] % (2 * heads[permuted]):
+                raise GGUFError(
+                    f"{gguf.path}: {name} has {array.shape[0]} rows, not two halves for "
+                    f"each of its {heads[permuted]} heads."
+                )
             array = unpermute(array, heads[permuted])
         state[ours] = array
     return to_llama_state(state, config)

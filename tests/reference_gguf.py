@@ -165,6 +165,7 @@ def gguf_name(name: str) -> str:
     return f"{GGUF_NAMES[stem]}.{suffix}"
 
 
+# ANCHOR: converter_permute
 def converter_permute(weight: np.ndarray, num_heads: int) -> np.ndarray:
     """llama.cpp's convert_hf_to_gguf.py (LlamaModel.permute) on q's and k's
     rows: each head's two halves interleaved, row i of the first half then
@@ -172,6 +173,9 @@ def converter_permute(weight: np.ndarray, num_heads: int) -> np.ndarray:
     rows = weight.shape[0]
     split = weight.reshape(num_heads, 2, rows // num_heads // 2, *weight.shape[1:])
     return split.swapaxes(1, 2).reshape(weight.shape)
+
+
+# ANCHOR_END: converter_permute
 
 
 def converter_unpermute(stored: np.ndarray, num_heads: int) -> np.ndarray:

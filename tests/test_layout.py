@@ -167,6 +167,7 @@ TESTS_AUDIENCE = {
     "reference_mla.py": "learner",
     "reference_backward.py": "learner",
     "reference_quant.py": "learner",
+    "reference_gguf.py": "learner",
     "fixtures.py": "maintainers",
     "mistakes.py": "maintainers",
     "mutation_equivalents.toml": "maintainers",

@@ -4,7 +4,7 @@ tests/reference_gguf.py writes, and solutions/solution_29.py reads what its
 GGUFWriter writes (every block type the step supports), refuses the other
 types by name and every corrupt or truncated file with a GGUFError. With
 SmolLM2's file installed, the whole state equals the `gguf` package's
-dequantized tensors, q and k put back by transformers' GGUF loader."""
+dequantized tensors, q and k put back as transformers' GGUF loader puts them."""
 
 from __future__ import annotations
 
@@ -189,6 +189,29 @@ def test_corrupt_bytes_are_gguf_errors_or_read(tmp_path: Path) -> None:
             assert "\n" not in str(error)
 
 
+def test_a_corrupt_llama_file_is_a_gguf_or_checkpoint_error(tmp_path: Path) -> None:
+    """The same on a whole little Llama file, through the config and the state."""
+    sizes = dict(layers=1, hidden=32, intermediate=32, heads=4, kv_heads=2)
+    metadata = ref.llama_metadata(**sizes, theta=1e4, eps=1e-5, context=64)
+    rng = np.random.default_rng(4)
+    names = ["model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight"]
+    names += ["model.layers.0.self_attn.k_proj.weight", "model.norm.weight"]
+    shapes = [(10, 32), (32, 32), (16, 32), (32,)]
+    state = {name: rng.standard_normal(shape) for name, shape in zip(names, shapes, strict=True)}
+    data = ref.gguf_bytes(metadata, ref.llama_tensors(state, 4, 2, "Q8_0")).data
+    path = tmp_path / "llama.gguf"
+    for _ in range(300):
+        spoiled = bytearray(data)
+        for where in rng.integers(0, len(data), size=rng.integers(1, 4)):
+            spoiled[where] = rng.integers(0, 256)
+        path.write_bytes(bytes(spoiled))
+        try:
+            file = gguf_reader.read_gguf(path)
+            gguf_reader.llama_state(file, gguf_reader.llama_config(file))
+        except (gguf_reader.GGUFError, gguf_reader.CheckpointError) as error:
+            assert "\n" not in str(error)
+
+
 @pytest.mark.parametrize(
     ("start", "said"),
     [
@@ -233,10 +256,23 @@ def test_the_converter_permutation_and_its_inverse() -> None:
     np.testing.assert_array_equal(gguf_reader.unpermute(stored, 4), weight)
 
 
-@pytest.mark.skipif(smollm2.gguf_path() is None, reason=f"SmolLM2's file: {smollm2.INSTALL}")
-def test_smollm2_state_equals_the_gguf_packages_tensors() -> None:
+def test_unpermute_is_transformers_reverse_permutation() -> None:
+    """transformers' GGUF loader puts q's and k's rows back the same way."""
     from transformers.modeling_gguf_pytorch_utils import LlamaTensorProcessor
 
+    rng = np.random.default_rng(3)
+    for heads, kv_heads in ((9, 3), (4, 4)):
+        processor = LlamaTensorProcessor(
+            config={"num_attention_heads": heads, "num_key_value_heads": kv_heads}
+        )
+        for name, count in (("blk.0.attn_q.weight", heads), ("blk.0.attn_k.weight", kv_heads)):
+            stored = rng.standard_normal((count * 16, 5)).astype(np.float32)
+            want = processor.process(stored, name).weights
+            np.testing.assert_array_equal(gguf_reader.unpermute(stored, count), want)
+
+
+@pytest.mark.skipif(smollm2.gguf_path() is None, reason=f"SmolLM2's file: {smollm2.INSTALL}")
+def test_smollm2_state_equals_the_gguf_packages_tensors() -> None:
     path = smollm2.gguf_path()
     file = gguf_reader.read_gguf(path)
     config = gguf_reader.llama_config(file)
@@ -246,14 +282,18 @@ def test_smollm2_state_equals_the_gguf_packages_tensors() -> None:
         True,
     )
     state = gguf_reader.llama_state(file, config)
-    heads = {
-        "num_attention_heads": config.num_attention_heads,
-        "num_key_value_heads": config.num_key_value_heads,
-    }
-    processor = LlamaTensorProcessor(config=heads)
-    ours = {ref.gguf_name(name): name for name in state if name != "lm_head.weight"}
-    for tensor in gguf.GGUFReader(path).tensors:
-        widened = gguf.quants.dequantize(tensor.data, tensor.tensor_type).astype(np.float32)
-        want = processor.process(widened, tensor.name).weights
-        np.testing.assert_array_equal(state[ours[tensor.name]], want)
     assert state["lm_head.weight"] is state["model.embed_tokens.weight"]
+    ours = {ref.gguf_name(name): name for name in state if name != "lm_head.weight"}
+    tensors = gguf.GGUFReader(path).tensors
+    assert set(ours) == {tensor.name for tensor in tensors}
+    heads = {"attn_q": config.num_attention_heads, "attn_k": config.num_key_value_heads}
+    # The gguf package widens slowly: every tensor of layers 0 and 29, and the others.
+    for tensor in tensors:
+        layer = tensor.name.split(".")[1] if tensor.name.startswith("blk.") else None
+        if layer not in (None, "0", "29"):
+            continue
+        want = gguf.quants.dequantize(tensor.data, tensor.tensor_type).astype(np.float32)
+        part = tensor.name.split(".")[-2]
+        if part in heads:
+            want = ref.converter_unpermute(want, heads[part])
+        np.testing.assert_array_equal(state[ours[tensor.name]], want)

