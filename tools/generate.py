@@ -16,7 +16,7 @@ import importlib
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -263,21 +263,31 @@ def llama_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str], o
 
 def gguf_pieces(args, sampling) -> tuple[Iterator[str], Tally]:
     """A Llama-family GGUF file (step 29's reader) on step 23's model: the
-    tokenizer and chat template from the file; decoding stops at its end token."""
+    tokenizer and chat template from the file; decoding stops at its end token.
+    What the file cannot give is found before the weights are widened."""
     from common.gguf_tokenizer import GGUFTokenizer
-    from solutions.solution_29 import GGUFError, load_gguf_llama, read_gguf
+    from solutions import solution_29 as reader
 
     refuse_gpt2_only_flags(args, str(args.gguf))
-    try:
-        gguf = read_gguf(args.gguf)
-        tokenizer = GGUFTokenizer(gguf.metadata, str(args.gguf))
-        model = checkpoint_model(args.gguf, lambda _: load_gguf_llama(gguf))
-    except GGUFError as error:
-        raise Failure(str(error)) from None
+    with failures_of(reader.GGUFError):
+        gguf = reader.read_gguf(args.gguf)
+        config = reader.llama_config(gguf)  # another architecture is refused by name
+    tokenizer = GGUFTokenizer(gguf.metadata, str(args.gguf))
     text = tokenizer.chat_prompt(args.prompt) if args.chat else args.prompt
     prompt_ids = tokenizer.encode(text, add_bos=False if args.chat else None)
-    check_fits(args, tokenizer, model.config, cached=True, prompt_ids=prompt_ids)
+    check_fits(args, tokenizer, config, cached=True, prompt_ids=prompt_ids)
+    with failures_of(reader.GGUFError):
+        model = checkpoint_model(args.gguf, lambda _: reader.load_gguf_llama(gguf))
     return llama_tokens(args, model, tokenizer, prompt_ids, sampling, end_id=tokenizer.eos_id)
+
+
+@contextmanager
+def failures_of(error_type: type[Exception]) -> Iterator[None]:
+    """`error_type`, whose message is one line for the user, as a Failure."""
+    try:
+        yield
+    except error_type as error:
+        raise Failure(str(error)) from None
 
 
 def llama_tokens(args, model, tokenizer, prompt_ids, sampling, end_id=None):
