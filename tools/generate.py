@@ -66,7 +66,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--steps",
         action="store_true",
         help="run your own steps/step_13.py and steps/step_14.py instead of solutions/ "
-        "(implies --eager)",
+        "(implies --eager); with --gguf, read the file with your steps/step_29.py",
     )
     parser.add_argument(
         "--eager",
@@ -128,16 +128,18 @@ def tutorial_flags(args: argparse.Namespace) -> list[str]:
     return [flag for flag, on in TUTORIAL_FLAGS.items() if getattr(args, on)]
 
 
-def code_modules(use_steps: bool):
-    """The model class and the generation module: yours (steps/) or the reference."""
+def code_modules(use_steps: bool, numbers: Sequence[int] = (13, 14)) -> tuple:
+    """The modules of steps `numbers` (by default the model class's and the
+    generation's): yours (steps/) or the reference."""
+    records = [steps.step(number) for number in numbers]
     if not use_steps:
-        return importlib.import_module("solutions.solution_13"), importlib.import_module(
-            "solutions.solution_14"
+        return tuple(
+            importlib.import_module(f"solutions.solution_{record.id}") for record in records
         )
     from tests.checker import placeholders_in
 
     modules = []
-    for record in (steps.step(13), steps.step(14)):
+    for record in records:
         path = record.skeleton
         blanks = placeholders_in(path)
         if blanks is None or blanks:
@@ -240,7 +242,7 @@ def compiled_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str]
 def refuse_gpt2_only_flags(args: argparse.Namespace, what: str) -> None:
     """Step 23's model runs on the CPU in float32; the flags that choose
     among GPT-2's engines, devices and dtypes are a usage error for it."""
-    gpt2_only = tutorial_flags(args)
+    gpt2_only = [flag for flag in tutorial_flags(args) if not (args.gguf and flag == "--steps")]
     if args.device == "gpu" or args.dtype != "float32":
         gpt2_only.append("--device gpu / --dtype bfloat16")
     if gpt2_only:
@@ -266,9 +268,9 @@ def gguf_pieces(args, sampling) -> tuple[Iterator[str], Tally]:
     tokenizer and chat template from the file; decoding stops at its end token.
     What the file cannot give is found before the weights are widened."""
     from common.gguf_tokenizer import GGUFTokenizer
-    from solutions import solution_29 as reader
 
     refuse_gpt2_only_flags(args, str(args.gguf))
+    (reader,) = code_modules(args.steps, (29,))  # --steps: your reader, steps/step_29.py
     with failures_of(reader.GGUFError):
         gguf = reader.read_gguf(args.gguf)
         config = reader.llama_config(gguf)  # another architecture is refused by name
