@@ -103,8 +103,8 @@ def test_step_23s_model_decodes_transformers_greedy_tokens(gguf, tokenizer, thei
     ]
     for prompt_ids in prompts:
         ours = list(generate_llama(forward, model.config, prompt_ids, NEW_TOKENS))
-        assert ours == greedy_transformers(hf_model, prompt_ids, NEW_TOKENS), (
-            tokenizer.decode(prompt_ids)
+        assert ours == greedy_transformers(hf_model, prompt_ids, NEW_TOKENS), tokenizer.decode(
+            prompt_ids
         )
 
 
