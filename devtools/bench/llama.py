@@ -72,9 +72,13 @@ def transformers_contender(model) -> Contender:
 
     def run(prompt_ids: list[int], count: int) -> list[tuple[int, float]]:
         stream = TokenStream()
+        ids = torch.tensor([prompt_ids])
         with torch.no_grad():
             model.generate(
-                torch.tensor([prompt_ids]),
+                ids,
+                # Every position is the prompt's: without the mask transformers
+                # guesses one, and hides each prompt token equal to its pad token.
+                attention_mask=torch.ones_like(ids),
                 max_new_tokens=count,
                 min_new_tokens=count,
                 do_sample=False,

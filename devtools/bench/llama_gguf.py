@@ -270,7 +270,9 @@ def format_report(data: dict) -> str:
         "each checkpoint compiles again). Its answer begins: "
         f'"{data["answer"].strip().splitlines()[0]} ..."',
     ]
-    lines += [f"{key} was not measured: {why}." for key, why in data["left_out"].items()]
+    lines += [
+        f"{key} was not measured: {why.rstrip('.')}." for key, why in data["left_out"].items()
+    ]
     return "\n".join(lines) + "\n"
 
 
