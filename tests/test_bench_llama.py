@@ -5,6 +5,7 @@ tests that read SmolLM2's file skip, by name, where it is not installed."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from devtools import llama_peer
 from devtools.bench import llama, llama_gguf
 from devtools.bench.stats import summary
 
+BOOK_TABLE = Path(__file__).resolve().parents[1] / "docs/src/bench/llama_gguf_decode.md"
 TINY = dict(
     vocab_size=64,
     hidden_size=64,
@@ -325,3 +327,8 @@ def test_a_run_without_llama_cpp_says_why_in_the_table() -> None:
     report = llama.report(fixed_data(with_llama_cpp=False))
     assert "| llama.cpp" not in report
     assert "llama.cpp was not measured: llama.cpp is not installed." in report
+
+
+def test_the_books_table_is_what_the_report_makes_of_its_data() -> None:
+    data = json.loads(BOOK_TABLE.with_suffix(".json").read_text())
+    assert BOOK_TABLE.read_text() == llama.report(data)
