@@ -266,8 +266,8 @@ def format_report(data: dict) -> str:
     lines += [
         "",
         f"Ours read and widened the file's weights in {data['load_seconds']:.0f} s, then "
-        f"compiled in {data['compile_seconds']:.0f} s (the weights are constants of its graph: "
-        "each checkpoint compiles again). Its answer begins: "
+        f"compiled in {data['compile_seconds']:.0f} s (the weights are constants of its graph, so "
+        "MAX's cache serves this very checkpoint only). Its answer begins: "
         f'"{data["answer"].strip().splitlines()[0]} ..."',
     ]
     lines += [
