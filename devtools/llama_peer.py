@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -153,7 +153,16 @@ def write_gguf(directory: Path, out: Path, kind: str = "f32") -> Path:
     writer.add_token_merges(merges)
     writer.add_bos_token_id(len(tokens) - 1)
     writer.add_eos_token_id(len(tokens) - 1)
-    for name, array in tensors(directory):
+    write_tensors(writer, tensors(directory), matrix_type)
+    return out
+
+
+def write_tensors(writer, named_arrays: Iterable[tuple[str, np.ndarray]], matrix_type) -> None:
+    """Add the tensors to a gguf.GGUFWriter, its matrices in `matrix_type`
+    (a gguf.GGMLQuantizationType; the rest float32), and write the file."""
+    import gguf
+
+    for name, array in named_arrays:
         if array.ndim == 2 and matrix_type != gguf.GGMLQuantizationType.F32:
             writer.add_tensor(name, gguf.quants.quantize(array, matrix_type), raw_dtype=matrix_type)
         else:
@@ -162,7 +171,6 @@ def write_gguf(directory: Path, out: Path, kind: str = "f32") -> Path:
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    return out
 
 
 # -- decoding --------------------------------------------------------------------
@@ -197,16 +205,19 @@ class LlamaGenerator:
         )
 
     def generate(self, prompt: list[int], count: int) -> list[int]:
+        return list(self.stream(prompt, count))
+
+    def stream(self, prompt: list[int], count: int) -> Iterator[int]:
+        """The n tokens of `generate`, each yielded as soon as it is chosen
+        (a benchmark times their arrivals)."""
         llm = self.llm
         llm.reset()
         llm.eval(prompt)
-        tokens: list[int] = []
-        while True:
+        for made in range(1, count + 1):
             token = int(np.argmax(self._last_logits()))
-            tokens.append(token)
-            if len(tokens) == count:
-                return tokens
-            llm.eval([token])
+            yield token
+            if made < count:
+                llm.eval([token])
 
 
 def crash_on(path: Path, context: int, seconds: float = 300) -> str | None:

@@ -44,7 +44,8 @@ and not kept.
 
 Parts II and III have a bench each, one table for their step's page, on the
 command line they share (`command.py`): `llama.py` (python -m
-devtools.bench.llama) decodes step 23's model against transformers', and
+devtools.bench.llama) decodes step 23's model against transformers' (with
+--gguf, SmolLM2-135M-Instruct's own GGUF file, llama.cpp too: `llama_gguf.py`), and
 `mla.py` (python -m devtools.bench.mla) one attention layer four ways, steps
 21, 24 and 25.
 """

@@ -2,6 +2,7 @@
 decoding the same weights on this CPU.
 
     python -m devtools.bench.llama [--tokens 64] [--rounds 3] [--out docs/src/bench/llama_decode.md]
+    python -m devtools.bench.llama --gguf [FILE] [--out docs/src/bench/llama_gguf_decode.md]
 
 Both run a SmolLM2-135M-shaped checkpoint of random weights written here
 (30 layers, 9 query heads sharing 3 key/value heads, hidden 576, vocabulary
@@ -14,6 +15,9 @@ rounds, and the ratio of the two paired round by round. Both run in this
 process, so each timed run waits until the process is idle (the last run's
 thread pool has stopped spinning). Random weights make no text; the work per
 token is the real model's.
+
+--gguf runs the real model instead: SmolLM2-135M-Instruct's GGUF file (or
+FILE), against transformers and llama.cpp on the same file (llama_gguf.py).
 """
 
 from __future__ import annotations
@@ -28,38 +32,61 @@ from pathlib import Path
 
 import numpy as np
 
+from common import smollm2
 from common.random_checkpoint import SMOLLM2_135M, write_random_llama
 from devtools.bench import command, machine, reporting, stats
 
 PROMPT_LENGTH = 16
+SMOLLM2_FILE = Path("SmolLM2-135M-Instruct's file")  # --gguf without a FILE
 CONTENDERS = {
     "ours": "ours, step 23 (compiled, KV cache, float32)",
     "transformers": "transformers LlamaForCausalLM (PyTorch, float32)",
 }
 
 
-# A contender: arrivals(prompt_ids, count) decodes `count` tokens greedily and
-# returns the time (perf_counter) at which each one arrived.
-Contender = Callable[[list[int], int], list[float]]
+# A contender: run(prompt_ids, count) decodes `count` tokens greedily and
+# returns each token with the time (perf_counter) at which it arrived.
+Contender = Callable[[list[int], int], list[tuple[int, float]]]
 
 
-def ours(directory: Path) -> tuple[Contender, float]:
-    """Step 23's model, loaded and compiled; the compile's seconds."""
-    from solutions.solution_23 import compile_llama, generate_llama, load_llama
+def ours(model) -> tuple[Contender, float]:
+    """Step 23's `model`, compiled; the compile's seconds."""
+    from solutions.solution_23 import compile_llama, generate_llama
 
-    model = load_llama(directory)
     started = time.perf_counter()
     forward = compile_llama(model)
     # The first run pays for loading the compiled graphs; run it before timing.
     list(generate_llama(forward, model.config, [1, 2, 3], 2))
     compile_seconds = time.perf_counter() - started
 
-    def arrivals(prompt_ids: list[int], count: int) -> list[float]:
-        return [
-            time.perf_counter() for _ in generate_llama(forward, model.config, prompt_ids, count)
-        ]
+    def run(prompt_ids: list[int], count: int) -> list[tuple[int, float]]:
+        tokens = generate_llama(forward, model.config, prompt_ids, count)
+        return [(token, time.perf_counter()) for token in tokens]
 
-    return arrivals, compile_seconds
+    return run, compile_seconds
+
+
+def transformers_contender(model) -> Contender:
+    """transformers' greedy `generate` of `model`, its tokens timed as they come."""
+    import torch
+
+    def run(prompt_ids: list[int], count: int) -> list[tuple[int, float]]:
+        stream = TokenStream()
+        ids = torch.tensor([prompt_ids])
+        with torch.no_grad():
+            model.generate(
+                ids,
+                # Every position is the prompt's: without the mask transformers
+                # guesses one, and hides each prompt token equal to its pad token.
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=count,
+                min_new_tokens=count,
+                do_sample=False,
+                streamer=stream,
+            )
+        return stream.arrivals
+
+    return run
 
 
 def transformers_llama(directory: Path) -> Contender:
@@ -67,104 +94,121 @@ def transformers_llama(directory: Path) -> Contender:
     from transformers import LlamaForCausalLM
 
     model = LlamaForCausalLM.from_pretrained(directory, dtype=torch.float32).eval()
-
-    def arrivals(prompt_ids: list[int], count: int) -> list[float]:
-        stream = TokenStream()
-        with torch.no_grad():
-            model.generate(
-                torch.tensor([prompt_ids]),
-                max_new_tokens=count,
-                min_new_tokens=count,
-                do_sample=False,
-                streamer=stream,
-            )
-        return stream.times
-
-    return arrivals
+    return transformers_contender(model)
 
 
 class TokenStream:
     """transformers' streamer protocol: put() gets the prompt, then each new
-    token; the time each token arrives is kept."""
+    token; each token is kept with the time it arrived."""
 
     def __init__(self) -> None:
-        self.times: list[float] = []
+        self.arrivals: list[tuple[int, float]] = []
         self.prompt_seen = False
 
     def put(self, value) -> None:
         if not self.prompt_seen:
             self.prompt_seen = True
             return
-        self.times += [time.perf_counter()] * value.numel()
+        now = time.perf_counter()
+        self.arrivals += [(int(token), now) for token in value.flatten().tolist()]
 
     def end(self) -> None:
         pass
 
 
-def timed_run(name: str, arrivals: Contender, prompt: list[int], count: int) -> dict:
-    """First-token latency and decode tokens/s of one greedy run."""
+def timed_run(name: str, run: Contender, prompt: list[int], count: int) -> dict:
+    """First-token latency, decode tokens/s and the tokens of one greedy run."""
     started = time.perf_counter()
-    times = arrivals(prompt, count)
-    if len(times) != count:
-        raise RuntimeError(f"{name} made {len(times)} tokens, not {count}")
+    arrivals = run(prompt, count)
+    if len(arrivals) != count:
+        raise RuntimeError(f"{name} made {len(arrivals)} tokens, not {count}")
+    times = [at for _, at in arrivals]
     return dict(
         first_token_ms=1000 * (times[0] - started),
         decode_tok_s=(count - 1) / (times[-1] - times[0]),
+        tokens=[token for token, _ in arrivals],
     )
 
 
-def measure(directory: Path, count: int, rounds: int) -> dict:
-    contenders: dict[str, Contender] = {}
-    contenders["ours"], compile_seconds = ours(directory)
-    contenders["transformers"] = transformers_llama(directory)
-    prompt = np.random.default_rng(1).integers(1, SMOLLM2_135M["vocab_size"], PROMPT_LENGTH)
-    prompt = [int(t) for t in prompt]
-    for key, arrivals in contenders.items():  # warm-up: the first call of each pays extra
-        timed_run(key, arrivals, prompt, 4)
+def interleaved(
+    contenders: dict[str, Contender], prompt: list[int], count: int, rounds: int
+) -> tuple[dict[str, list[dict]], dict]:
+    """Each contender's timed runs, `rounds` rounds in rotating order after a
+    warm-up, and the machine's load meanwhile."""
+    for key, run in contenders.items():  # warm-up: the first call of each pays extra
+        timed_run(key, run, prompt, 4)
     samples: dict[str, list[dict]] = {key: [] for key in contenders}
     monitor = machine.LoadMonitor()
     for order in stats.round_orders(list(contenders), rounds):
         for key in order:
-            # Both run in this process: let the last one's thread pool stop
+            # All run in this process: let the last one's thread pool stop
             # spinning first, or the next would share the cores with it.
             machine.wait_until_idle([os.getpid()])
             samples[key].append(timed_run(key, contenders[key], prompt, count))
-    load = monitor.finish()
-    summaries = {
+    return samples, monitor.finish()
+
+
+def summaries(samples: dict[str, list[dict]]) -> dict:
+    """Median and spread of each contender's decode speed and first token."""
+    return {
         key: {
             metric: stats.summary([run[metric] for run in runs])
             for metric in ("decode_tok_s", "first_token_ms")
         }
         for key, runs in samples.items()
     }
-    ratio = stats.summary(
+
+
+def paired_ratio(samples: dict[str, list[dict]], key: str, other: str) -> dict:
+    """Decode tokens/s of `key` over `other`'s, paired round by round."""
+    return stats.summary(
         stats.paired_ratios(
-            [run["decode_tok_s"] for run in samples["ours"]],
-            [run["decode_tok_s"] for run in samples["transformers"]],
+            [run["decode_tok_s"] for run in samples[key]],
+            [run["decode_tok_s"] for run in samples[other]],
         )
     )
+
+
+def measure(directory: Path, count: int, rounds: int) -> dict:
+    from solutions.solution_23 import load_llama
+
+    contenders: dict[str, Contender] = {}
+    contenders["ours"], compile_seconds = ours(load_llama(directory))
+    contenders["transformers"] = transformers_llama(directory)
+    prompt = np.random.default_rng(1).integers(1, SMOLLM2_135M["vocab_size"], PROMPT_LENGTH)
+    samples, load = interleaved(contenders, [int(t) for t in prompt], count, rounds)
     return dict(
         machine=machine.machine_line(),
         load=load,
         tokens=count,
         rounds=rounds,
         compile_seconds=compile_seconds,
-        summaries=summaries,
-        ratio=ratio,
+        summaries=summaries(samples),
+        ratio=paired_ratio(samples, "ours", "transformers"),
     )
 
 
-def format_report(data: dict) -> str:
-    lines = [
-        f"Machine: {data['machine']}. A SmolLM2-135M-shaped checkpoint of random weights, "
-        f"float32, batch 1, {PROMPT_LENGTH}-token prompt, {data['tokens']} tokens greedy; "
-        f"{data['rounds']} interleaved rounds after a warm-up.",
+def table_head(data: dict, what_ran: str, columns: list[str]) -> list[str]:
+    """The lines above a table's rows: the machine and what ran on it, its
+    load meanwhile, the columns."""
+    return [
+        f"Machine: {data['machine']}. {what_ran}",
         "",
         reporting.load_line(data["load"]),
         "",
-        "| model | decode | first token | compile |",
-        "|---|---|---|---|",
+        "| " + " | ".join(columns) + " |",
+        "|" + "---|" * len(columns),
     ]
+
+
+def format_report(data: dict) -> str:
+    lines = table_head(
+        data,
+        "A SmolLM2-135M-shaped checkpoint of random weights, "
+        f"float32, batch 1, {PROMPT_LENGTH}-token prompt, {data['tokens']} tokens greedy; "
+        f"{data['rounds']} interleaved rounds after a warm-up.",
+        ["model", "decode", "first token", "compile"],
+    )
     for key, label in CONTENDERS.items():
         summary = data["summaries"][key]
         compile_cell = f"{data['compile_seconds']:.1f} s" if key == "ours" else "-"
@@ -182,29 +226,61 @@ def format_report(data: dict) -> str:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = command.parser("devtools.bench.llama", __doc__, rounds=3)
-    parser.add_argument("--tokens", type=int, default=64, help="tokens per run (default 64)")
+    parser.add_argument("--tokens", type=int, help="tokens per run (default 64; 128 with --gguf)")
     parser.add_argument(
         "--layers",
         type=int,
-        default=SMOLLM2_135M["num_hidden_layers"],
-        help="fewer layers for a quick try (default: SmolLM2-135M's 30)",
+        help="fewer layers for a quick try (default: SmolLM2-135M's 30; not with --gguf)",
+    )
+    parser.add_argument(
+        "--gguf",
+        nargs="?",
+        const=SMOLLM2_FILE,
+        type=Path,
+        metavar="FILE",
+        help="run a real GGUF file (default: SmolLM2-135M-Instruct's) against transformers "
+        "and llama.cpp on the same file",
     )
     args = parser.parse_args(argv)
+    if args.gguf is not None and args.layers is not None:
+        parser.error("--layers is for the random checkpoint; --gguf runs the file's layers")
+    args.tokens = args.tokens or (128 if args.gguf is not None else 64)
+    args.layers = args.layers or SMOLLM2_135M["num_hidden_layers"]
     if args.tokens < 2 or args.rounds < 1 or args.layers < 1:
         parser.error("--tokens must be at least 2, --rounds and --layers at least 1")
+    if args.gguf is SMOLLM2_FILE:
+        args.gguf = smollm2.gguf_path()
+        if args.gguf is None:
+            parser.error(f"SmolLM2-135M-Instruct's GGUF file is not installed: `{smollm2.INSTALL}`")
+    elif args.gguf is not None and not args.gguf.is_file():
+        parser.error(f"{args.gguf} is not a file")
     return args
 
 
 def measure_args(args: argparse.Namespace) -> dict:
-    """`measure` on a random checkpoint of SmolLM2-135M's shapes, written for the run."""
+    """`measure` on the GGUF file with --gguf, else on a random checkpoint of
+    SmolLM2-135M's shapes, written for the run."""
+    if args.gguf is not None:
+        from devtools.bench import llama_gguf
+
+        return llama_gguf.measure(args.gguf, args.tokens, args.rounds)
     config = dict(SMOLLM2_135M, num_hidden_layers=args.layers)
     with tempfile.TemporaryDirectory() as scratch:
         directory = write_random_llama(Path(scratch) / "smollm2-135m-random", config)
         return measure(directory, args.tokens, args.rounds)
 
 
+def report(data: dict) -> str:
+    """The table of either mode, from its data."""
+    if "file" in data:
+        from devtools.bench import llama_gguf
+
+        return llama_gguf.format_report(data)
+    return format_report(data)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    return command.main(parse_args, measure_args, format_report, argv)
+    return command.main(parse_args, measure_args, report, argv)
 
 
 if __name__ == "__main__":
