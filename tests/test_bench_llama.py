@@ -1,7 +1,7 @@
 """devtools/bench/llama.py's --gguf mode (llama_gguf.py): its arguments, the
-GGUF names and rows put back in step 23's, the table from fixed numbers, and
-the book's table drawn from its committed data. No real model runs here; the
-tests that read SmolLM2's file skip, by name, where it is not installed."""
+table from fixed numbers, and
+the book's table drawn from its committed data (step 29's tests hold the
+reading of the file). No real model runs here; the tests that read SmolLM2's file skip, by name, where it is not installed."""
 
 from __future__ import annotations
 
@@ -9,12 +9,10 @@ import json
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from common import smollm2
 from common.cli import UsageError
-from devtools import llama_peer
 from devtools.bench import llama, llama_gguf
 from devtools.bench.stats import summary
 
@@ -27,17 +25,6 @@ TINY = dict(
     num_attention_heads=4,
     num_key_value_heads=2,
 )
-
-
-def llama_cpp_permute(weight: np.ndarray, heads: int) -> np.ndarray:
-    """llama.cpp's converter (convert_hf_to_gguf.py, LlamaModel.permute): each
-    head's rows from transformers' two halves to interleaved pairs."""
-    rows = weight.shape[0]
-    return (
-        weight.reshape(heads, 2, rows // heads // 2, *weight.shape[1:])
-        .swapaxes(1, 2)
-        .reshape(weight.shape)
-    )
 
 
 # -- arguments --------------------------------------------------------------------
@@ -83,150 +70,6 @@ def test_bad_arguments_are_usage_errors(argv: list[str], named: str) -> None:
 
 
 # -- names, rows and the config -----------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "gguf_name, step23_name",
-    [
-        ("token_embd.weight", "model.embed_tokens.weight"),
-        ("blk.0.attn_norm.weight", "model.layers.0.input_layernorm.weight"),
-        ("blk.12.attn_q.weight", "model.layers.12.self_attn.q_proj.weight"),
-        ("blk.3.attn_k.weight", "model.layers.3.self_attn.k_proj.weight"),
-        ("blk.3.attn_v.weight", "model.layers.3.self_attn.v_proj.weight"),
-        ("blk.3.attn_output.weight", "model.layers.3.self_attn.o_proj.weight"),
-        ("blk.29.ffn_norm.weight", "model.layers.29.post_attention_layernorm.weight"),
-        ("blk.1.ffn_gate.weight", "model.layers.1.mlp.gate_proj.weight"),
-        ("blk.1.ffn_up.weight", "model.layers.1.mlp.up_proj.weight"),
-        ("blk.1.ffn_down.weight", "model.layers.1.mlp.down_proj.weight"),
-        ("output_norm.weight", "model.norm.weight"),
-        ("output.weight", "lm_head.weight"),
-    ],
-)
-def test_gguf_names_become_step_23s(gguf_name: str, step23_name: str) -> None:
-    assert llama_gguf.step23_name(gguf_name) == step23_name
-
-
-@pytest.mark.parametrize("name", ["rope_freqs.weight", "blk.0.attn_qkv.weight"])
-def test_a_tensor_step_23_does_not_know_is_named(name: str) -> None:
-    with pytest.raises(ValueError, match=name.replace(".", r"\.")):
-        llama_gguf.step23_name(name)
-
-
-def test_unpermute_puts_a_heads_halves_back() -> None:
-    # One head of 4 rows: llama.cpp stores the rotary pairs (0, 2) and (1, 3)
-    # side by side; step 19 wants the first half, then the second.
-    stored = np.array([[0.0], [2.0], [1.0], [3.0]])
-    assert llama_gguf.unpermute(stored, heads=1)[:, 0].tolist() == [0.0, 1.0, 2.0, 3.0]
-
-
-@pytest.mark.parametrize("heads", [1, 2, 3])
-def test_unpermute_undoes_llama_cpps_converter(heads: int) -> None:
-    weight = np.arange(heads * 8 * 5, dtype=np.float32).reshape(heads * 8, 5)
-    permuted = llama_cpp_permute(weight, heads)
-    assert not np.array_equal(permuted, weight)
-    assert np.array_equal(llama_gguf.unpermute(permuted, heads), weight)
-
-
-def test_q_rows_unpermute_by_query_heads_and_k_rows_by_key_value_heads() -> None:
-    config = dict(num_attention_heads=4, num_key_value_heads=2)
-    q, k = (np.arange(n * 3, dtype=np.float32).reshape(n, 3) for n in (16, 8))
-    name, got = llama_gguf.step23_tensor("blk.0.attn_q.weight", llama_cpp_permute(q, 4), config)
-    assert name.endswith("q_proj.weight") and np.array_equal(got, q)
-    _, got = llama_gguf.step23_tensor("blk.0.attn_k.weight", llama_cpp_permute(k, 2), config)
-    assert np.array_equal(got, k)
-    _, got = llama_gguf.step23_tensor("blk.0.attn_v.weight", k, config)
-    assert got is k  # v's rows are as the converter found them
-
-
-def metadata(**overrides) -> dict:
-    values = {
-        "general.architecture": "llama",
-        "llama.vocab_size": 64,
-        "llama.embedding_length": 64,
-        "llama.feed_forward_length": 96,
-        "llama.block_count": 1,
-        "llama.attention.head_count": 4,
-        "llama.attention.head_count_kv": 2,
-        "llama.rope.freq_base": 100000.0,
-        "llama.attention.layer_norm_rms_epsilon": 1e-5,
-        "llama.context_length": 256,
-    }
-    return {**values, **overrides}
-
-
-def test_the_config_comes_from_the_metadata() -> None:
-    values = llama_gguf.llama_config_values(metadata(), ["token_embd.weight"])
-    assert values == dict(
-        TINY,
-        rope_theta=100000.0,
-        rms_norm_eps=1e-5,
-        max_position_embeddings=256,
-        tie_word_embeddings=True,
-    )
-    untied = llama_gguf.llama_config_values(metadata(), ["token_embd.weight", "output.weight"])
-    assert untied["tie_word_embeddings"] is False
-    no_vocab_size = metadata(**{"llama.vocab_size": None, "tokenizer.ggml.tokens": ["a"] * 7})
-    assert llama_gguf.llama_config_values(no_vocab_size, [])["vocab_size"] == 7
-
-
-def test_another_architecture_is_refused_by_name() -> None:
-    with pytest.raises(ValueError, match="'qwen2'"):
-        llama_gguf.llama_config_values(metadata(**{"general.architecture": "qwen2"}), [])
-
-
-def write_tiny_gguf(path: Path, hf_weights: dict[str, np.ndarray]) -> Path:
-    """A one-layer llama GGUF as llama.cpp's converter writes one: q and k
-    permuted, the matrices in Q8_0, the norms in float32."""
-    gguf = pytest.importorskip("gguf", reason="the gguf package: pip install gguf")
-    writer = gguf.GGUFWriter(str(path), "llama")
-    writer.add_vocab_size(TINY["vocab_size"])
-    writer.add_context_length(256)
-    writer.add_embedding_length(TINY["hidden_size"])
-    writer.add_feed_forward_length(TINY["intermediate_size"])
-    writer.add_block_count(1)
-    writer.add_head_count(TINY["num_attention_heads"])
-    writer.add_head_count_kv(TINY["num_key_value_heads"])
-    writer.add_rope_freq_base(100000.0)
-    writer.add_layer_norm_rms_eps(1e-5)
-    heads = {"attn_q": TINY["num_attention_heads"], "attn_k": TINY["num_key_value_heads"]}
-    as_converted = [
-        (name, llama_cpp_permute(weight, heads[name.split(".")[-2]]))
-        if name.split(".")[-2] in heads
-        else (name, weight)
-        for name, weight in hf_weights.items()
-    ]
-    llama_peer.write_tensors(writer, as_converted, gguf.GGMLQuantizationType.Q8_0)
-    return path
-
-
-def test_load_step23_reads_a_converted_file_back_into_step_23s_names(tmp_path: Path) -> None:
-    gguf = pytest.importorskip("gguf", reason="the gguf package: pip install gguf")
-    rng = np.random.default_rng(0)
-    hidden, inner, vocab = TINY["hidden_size"], TINY["intermediate_size"], TINY["vocab_size"]
-    shapes = {
-        "token_embd.weight": (vocab, hidden),
-        "blk.0.attn_norm.weight": (hidden,),
-        "blk.0.attn_q.weight": (hidden, hidden),
-        "blk.0.attn_k.weight": (32, hidden),
-        "blk.0.attn_v.weight": (32, hidden),
-        "blk.0.attn_output.weight": (hidden, hidden),
-        "blk.0.ffn_norm.weight": (hidden,),
-        "blk.0.ffn_gate.weight": (inner, hidden),
-        "blk.0.ffn_up.weight": (inner, hidden),
-        "blk.0.ffn_down.weight": (hidden, inner),
-        "output_norm.weight": (hidden,),
-    }
-    weights = {name: rng.normal(size=shape).astype(np.float32) for name, shape in shapes.items()}
-    model = llama_gguf.load_step23(write_tiny_gguf(tmp_path / "tiny.gguf", weights))
-    assert model.config.num_key_value_heads == 2 and model.config.tie_word_embeddings
-    loaded = {name: np.asarray(tensor.to_numpy()) for name, tensor in model.parameters}
-    q8_0 = gguf.GGMLQuantizationType.Q8_0
-    for name, weight in weights.items():
-        want = weight
-        if weight.ndim == 2:  # what Q8_0 keeps of it
-            want = gguf.quants.dequantize(gguf.quants.quantize(weight, q8_0), q8_0)
-        assert np.array_equal(loaded[llama_gguf.step23_name(name)], want), name
-    assert np.array_equal(loaded["lm_head.weight"], loaded["model.embed_tokens.weight"])
 
 
 def test_smollm2s_file_is_named_with_its_block_types() -> None:

@@ -19,8 +19,6 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-import numpy as np
-
 from devtools.bench import machine, stats
 
 QUESTION = "Explain why the sky is blue."
@@ -33,115 +31,8 @@ CONTENDERS = {
 
 # -- GGUF names and rows to step 23's --------------------------------------------
 
+
 # llama.cpp's module names -> transformers' (step 23's), inside a layer and outside.
-LAYER_NAMES = {
-    "attn_norm": "input_layernorm",
-    "attn_q": "self_attn.q_proj",
-    "attn_k": "self_attn.k_proj",
-    "attn_v": "self_attn.v_proj",
-    "attn_output": "self_attn.o_proj",
-    "ffn_norm": "post_attention_layernorm",
-    "ffn_gate": "mlp.gate_proj",
-    "ffn_up": "mlp.up_proj",
-    "ffn_down": "mlp.down_proj",
-}
-TOP_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
-
-
-def step23_name(gguf_name: str) -> str:
-    """Step 23's name of a GGUF tensor: "blk.3.attn_q.weight" -> "model.layers.3.self_attn.q_proj.weight"."""
-    module, _, kind = gguf_name.rpartition(".")
-    if module.startswith("blk."):
-        _, layer, part = module.split(".", 2)
-        if part in LAYER_NAMES:
-            return f"model.layers.{layer}.{LAYER_NAMES[part]}.{kind}"
-    elif module in TOP_NAMES:
-        return f"{TOP_NAMES[module]}.{kind}"
-    raise ValueError(f"the GGUF file has a tensor step 23's model does not know: {gguf_name}")
-
-
-def unpermute(weight: np.ndarray, heads: int) -> np.ndarray:
-    """q's or k's rows back in transformers' order. llama.cpp's converter
-    interleaves each head's two halves (rows i and i + head_dim/2 side by side)
-    for its own rotary pairs; step 19's rotation pairs the halves."""
-    rows, columns = weight.shape
-    halves = weight.reshape(heads, rows // heads // 2, 2, columns).swapaxes(1, 2)
-    return halves.reshape(rows, columns)
-
-
-def step23_tensor(gguf_name: str, array: np.ndarray, config: Mapping) -> tuple[str, np.ndarray]:
-    """A GGUF tensor, widened, under step 23's name, q's and k's rows unpermuted."""
-    name = step23_name(gguf_name)
-    heads = {
-        "self_attn.q_proj.weight": config["num_attention_heads"],
-        "self_attn.k_proj.weight": config["num_key_value_heads"],
-    }
-    for suffix, count in heads.items():
-        if name.endswith(suffix):
-            return name, unpermute(array, count)
-    return name, array
-
-
-def llama_config_values(metadata: Mapping, tensor_names: list[str]) -> dict:
-    """LlamaConfig's fields from a GGUF file's metadata ("llama.block_count", ...)."""
-    architecture = metadata.get("general.architecture")
-    if architecture != "llama":
-        raise ValueError(f"the GGUF file holds a {architecture!r} model; this bench runs llama")
-
-    def value(key: str):
-        return metadata[f"llama.{key}"]
-
-    return dict(
-        vocab_size=int(metadata.get("llama.vocab_size") or len(metadata["tokenizer.ggml.tokens"])),
-        hidden_size=int(value("embedding_length")),
-        intermediate_size=int(value("feed_forward_length")),
-        num_hidden_layers=int(value("block_count")),
-        num_attention_heads=int(value("attention.head_count")),
-        num_key_value_heads=int(value("attention.head_count_kv")),
-        rope_theta=float(value("rope.freq_base")),
-        rms_norm_eps=float(value("attention.layer_norm_rms_epsilon")),
-        max_position_embeddings=int(value("context_length")),
-        tie_word_embeddings="output.weight" not in tensor_names,
-    )
-
-
-def load_step23(path: Path):
-    """Step 23's model with the GGUF file's weights widened to float32.
-
-    Read with the `gguf` package, the maintainers' tool. Step 29's
-    `load_gguf_llama` (solutions/solution_29.py) reads the same file by hand
-    and does all of this: once it lands, it replaces this function whole."""
-    import gguf
-    from max.experimental import functional as F
-
-    from solutions.solution_15 import check_against, parameter_shapes
-    from solutions.solution_21 import LlamaConfig
-    from solutions.solution_23 import LlamaForCausalLM, to_llama_state
-
-    reader = gguf.GGUFReader(path)
-    metadata = {
-        name: field.contents()
-        for name, field in reader.fields.items()
-        if not name.startswith("tokenizer.ggml.")  # the vocabulary: large, and not needed
-    }
-    values = llama_config_values(metadata, [tensor.name for tensor in reader.tensors])
-    tensors = dict(
-        step23_tensor(
-            tensor.name,
-            gguf.quants.dequantize(tensor.data, tensor.tensor_type).astype(np.float32),
-            values,
-        )
-        for tensor in reader.tensors
-    )
-    config = LlamaConfig(**values)
-    state = to_llama_state(tensors, config)
-    with F.lazy():  # the random initial weights are replaced at once
-        model = LlamaForCausalLM(config)
-    check_against(state, parameter_shapes(model))
-    model.load_state_dict(state)
-    return model
-
-
 def file_line(path: Path) -> str:
     """The file's name, size and the block types of its tensors."""
     import gguf
@@ -211,9 +102,10 @@ def leading_agreement(ours: list[int], theirs: list[int], window: int) -> int:
 
 def measure(path: Path, count: int, rounds: int) -> dict:
     from devtools.bench import llama as bench
+    from solutions.solution_29 import load_gguf_llama
 
     started = time.perf_counter()
-    model = load_step23(path)
+    model = load_gguf_llama(path)  # step 29's reader: the file's weights widened
     load_seconds = time.perf_counter() - started
     contenders = {}
     contenders["ours"], compile_seconds = bench.ours(model)
@@ -266,8 +158,8 @@ def format_report(data: dict) -> str:
     lines += [
         "",
         f"Ours read and widened the file's weights in {data['load_seconds']:.0f} s, then "
-        f"compiled in {data['compile_seconds']:.0f} s (the weights are constants of its graph, so "
-        "MAX's cache serves this very checkpoint only). Its answer begins: "
+        f"compiled in {data['compile_seconds']:.0f} s (the graph refers to the weights by name, so "
+        "MAX's cache serves every checkpoint of these shapes). Its answer begins: "
         f'"{data["answer"].strip().splitlines()[0]} ..."',
     ]
     lines += [
