@@ -148,8 +148,8 @@ def test_experiment_runs_as_a_notebook(
 
 
 WHICH = re.compile(
-    r"Using (your steps/step_(\d\d)\.py \(it passes its check\)\."
-    r"|the reference solution: steps/step_(\d\d)\.py .+)"
+    r"Using (your steps/step_(\d\d)\.(?:py|mojo) \(it passes its check\)\."
+    r"|the reference solution: steps/step_(\d\d)\.(?:py|mojo) .+)"
 )
 
 
