@@ -346,6 +346,8 @@ def run_step(
         return outcomes + [Outcome(c.name, "skip") for c in step.checks[start:]]
 
     if path.suffix == ".mojo":
+        from .mojo_step import run_mojo_step
+
         return run_mojo_step(step, path, started, limit)
     try:
         tree = source.parse(path)
@@ -382,42 +384,6 @@ def run_step(
     compiles.watch()  # a compile of MAX's is off the check's clock
     with max_runtime.on_the_cpu():  # where the references' numbers hold
         return outcomes + import_and_run(step, path, started, limit)
-
-
-def run_mojo_step(
-    step: Step, path: Path, started: Callable[[str], None], limit: float
-) -> list[Outcome]:
-    """A Mojo file's checks: its blanks and names read from the text, then
-    built by the Mojo compiler (its refusal named at the learner's line),
-    then the checks, which call the file's operations from graphs."""
-    from types import SimpleNamespace
-
-    from common import mojo_file
-
-    skipped = [Outcome(c.name, "skip") for c in step.checks]
-    blanks = source.mojo_placeholders(path)
-    if blanks:
-        message = describe_placeholders(path, blanks).replace("still None", "still TODO")
-        hint = "Replace each TODO with code; the comment above it says what goes there."
-        return [Outcome("no placeholders left", "fail", message, hint)] + skipped
-    missing = source.mojo_missing_names(path, step.required)
-    if missing:
-        hint = "Keep the function and struct names of the skeleton."
-        return [
-            Outcome("required names defined", "fail", "not defined: " + ", ".join(missing), hint)
-        ] + skipped
-    outcomes = [Outcome("no placeholders left", "pass")]
-    compiles.watch()
-    started("the file compiles")
-    try:
-        library = compiles.announced("your Mojo file", lambda: mojo_file.library(path))
-    except mojo_file.MojoCompileError as error:
-        hint = "Fix the first error the compiler names; the ones after it often follow from it."
-        return outcomes + [Outcome("the file compiles", "fail", str(error), hint)] + skipped
-    module = SimpleNamespace(path=path, library=library)
-    with max_runtime.on_the_cpu(), warnings.catch_warnings():
-        warnings.filterwarnings("ignore", category=UserWarning, module=r"max\.")
-        return outcomes + run_checks(step, path, module, started, limit)  # type: ignore[arg-type]
 
 
 def import_and_run(
