@@ -11,6 +11,7 @@ as the learner knows them, never the copy's.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import tempfile
@@ -24,6 +25,10 @@ DIAGNOSTIC = re.compile(
     r"^(?P<file>[^\s:]+\.mojo):(?P<line>\d+):(?P<column>\d+): error: (?P<what>.*)$"
 )
 MOST_ERRORS = 3  # the first errors name the cause; later ones often follow from it
+CONVERSION = (
+    "(Mojo converts no number to another type by itself: an Int8 or a Float16 "
+    "becomes a Float32 only through Float32(...).)"
+)
 
 
 class MojoCompileError(Exception):
@@ -65,6 +70,8 @@ def compile_message(text: str, copy: Path, mojo_file: Path) -> str:
         found = [last[0].strip() if last else "the compiler gave no reason"]
     more = len(found) - MOST_ERRORS
     shown = found[:MOST_ERRORS] + ([f"... and {more} more"] if more > 0 else [])
+    if any("cannot be converted from" in each for each in shown):
+        shown.append(CONVERSION)
     return "the Mojo compiler refused it:\n" + "\n".join(shown)
 
 
@@ -72,6 +79,10 @@ def library(mojo_file: Path) -> Path:
     """`mojo_file` built into a package MAX loads (cached by content); a
     MojoCompileError when the compiler refuses it."""
     package = package_for(mojo_file)
+    # MAX logs the compiler's whole output (warnings and all) on the root
+    # logger before it raises: the error raised says it, shortened.
+    logged = logging.root.manager.disable
+    logging.disable(logging.ERROR)
     try:
         return max_runtime.precompiled(package)
     except Exception as error:
@@ -80,3 +91,5 @@ def library(mojo_file: Path) -> Path:
         raise MojoCompileError(
             compile_message(str(error), package / "kernel.mojo", Path(mojo_file))
         ) from None
+    finally:
+        logging.disable(logged)

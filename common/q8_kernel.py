@@ -72,7 +72,9 @@ class CompiledKernel:
             TensorType(DType.float16, ["out", "blocks"], device=cpu),
             TensorType(DType.int8, ["out", "blocks", BLOCK], device=cpu),
         ]
-        with Graph("q8_0_matvec", input_types=types, custom_extensions=[kernels]) as graph:
+        with Graph(
+            "mojo_kernel_q8_0_matvec", input_types=types, custom_extensions=[kernels]
+        ) as graph:
             from max.graph import ops
 
             x, scales, values = graph.inputs

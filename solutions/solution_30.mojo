@@ -40,7 +40,7 @@ def x_offset(m: Int, b: Int, i: Int, n_in: Int) -> Int:
 
 @extensibility.register("q8_0_matvec")
 struct Q8_0Matvec:
-    """output[m, n] = x[m, :] . W[n, :] for a few rows x [rows, in], with W
+    """Output[m, n] = x[m, :] . W[n, :] for a few rows x [rows, in], with W
     [out, in] held as Q8_0 blocks: scales [out, in // 32] float16 and values
     [out, in // 32, 32] int8. The output is float32 [rows, out]."""
 
@@ -73,8 +73,8 @@ struct Q8_0Matvec:
                 for b in range(blocks):
                     var block_sum: Float32 = 0
                     for i in range(BLOCK):
-                        var value = Float32((value_ptr + value_offset(n, b, i, blocks))[])
-                        block_sum += value * (x_ptr + x_offset(m, b, i, n_in))[]
-                    var scale = Float32((scale_ptr + scale_offset(n, b, blocks))[])
+                        var value = Float32(value_ptr[unsafe_offset=value_offset(n, b, i, blocks)])
+                        block_sum += value * x_ptr[unsafe_offset=x_offset(m, b, i, n_in)]
+                    var scale = Float32(scale_ptr[unsafe_offset=scale_offset(n, b, blocks)])
                     total += scale * block_sum
-                (out_ptr + m * n_out + n)[] = total
+                out_ptr[unsafe_offset=m * n_out + n] = total

@@ -52,7 +52,7 @@ def x_offset(m: Int, b: Int, i: Int, n_in: Int) -> Int:
 
 @extensibility.register("q8_0_matvec")
 struct Q8_0Matvec:
-    """output[m, n] = x[m, :] . W[n, :] for a few rows x [rows, in], with W
+    """Output[m, n] = x[m, :] . W[n, :] for a few rows x [rows, in], with W
     [out, in] held as Q8_0 blocks: scales [out, in // 32] float16 and values
     [out, in // 32, 32] int8. The output is float32 [rows, out]."""
 

@@ -8,8 +8,8 @@ from tests.mistakes import m
 VALUE = "return (n * blocks + b) * BLOCK + i"
 SCALE = "return n * blocks + b"
 X = "return m * n_in + b * BLOCK + i"
-WIDEN = "var value = Float32((value_ptr + value_offset(n, b, i, blocks))[])"
-STORE = "(out_ptr + m * n_out + n)[] = total"
+WIDEN = "var value = Float32(value_ptr[unsafe_offset=value_offset(n, b, i, blocks)])"
+STORE = "out_ptr[unsafe_offset=m * n_out + n] = total"
 
 MISTAKES = [
     m("one scale per row", SCALE, "return n * blocks", "first scale"),
@@ -41,11 +41,11 @@ MISTAKES = [
         "for m in range(rows - 1):",
         "x's rows stops one early",
     ),
-    m("the outputs stored transposed", STORE, "(out_ptr + n * rows + m)[] = total", "transposed"),
+    m("the outputs stored transposed", STORE, "out_ptr[unsafe_offset=n * rows + m] = total", "transposed"),
     m(
         "the int8 values not widened",
         WIDEN,
-        "var value = (value_ptr + value_offset(n, b, i, blocks))[]",
+        "var value = value_ptr[unsafe_offset=value_offset(n, b, i, blocks)]",
         "compiler refused",
     ),
 ]
