@@ -60,10 +60,40 @@ def block_sums(x: np.ndarray, values: np.ndarray) -> np.ndarray:
     return (xb * values.astype(np.float64)[None]).sum(axis=-1)
 
 
+def loop_cut_short(ctx: Context, x: np.ndarray, scales: np.ndarray, values: np.ndarray) -> None:
+    """Fail naming a loop that stops one early, if one does: with one row of x,
+    one weight row and one block, such a loop never runs at all, so the
+    kernel runs again with each of the three doubled (the copy identical to
+    the original: a loop that skips it leaves its share out)."""
+    want = reference(x, scales, values)
+    doubled = {
+        "outputs": (x, np.repeat(scales, 2, axis=0), np.repeat(values, 2, axis=0)),
+        "rows": (np.repeat(x, 2, axis=0), scales, values),
+    }
+    for loop, (xs, ss, vs) in doubled.items():
+        got = run(ctx, xs, ss, vs).reshape(-1)
+        if close(got[:1], want.reshape(-1)) and not close(got[1:], want.reshape(-1)):
+            said = "the outputs" if loop == "outputs" else "x's rows"
+            raise Fail(
+                f"With one of everything, nothing comes out, and with two {loop} the first is "
+                f"right and the second is not: the loop over {said} stops one early.",
+                f"Loop over all of {said}: range(k) runs 0 ... k - 1.",
+            )
+    twice = run(ctx, np.tile(x, 2), np.tile(scales, 2), np.tile(values, (1, 2, 1)))
+    if close(twice, want):  # two identical blocks should give twice one's sum
+        raise Fail(
+            "With two blocks in a row, only the first one counts: the loop over blocks stops "
+            "one early and leaves out the row's last block (with one block it never runs).",
+            "A row of in inputs has in // 32 blocks, and all of them count.",
+        )
+
+
 def one_block(ctx: Context) -> None:
     scales, values = blocks(ctx, 1, 1)
     x = ctx.normal(1, BLOCK)
     got = run(ctx, x, scales, values)
+    if not close(got, reference(x, scales, values)):
+        loop_cut_short(ctx, x, scales, values)
     sums = block_sums(x, values)[..., 0]
     scale = scales.astype(np.float64)[:, 0]
     expect_close(

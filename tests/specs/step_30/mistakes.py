@@ -41,7 +41,12 @@ MISTAKES = [
         "for m in range(rows - 1):",
         "x's rows stops one early",
     ),
-    m("the outputs stored transposed", STORE, "out_ptr[unsafe_offset=n * rows + m] = total", "transposed"),
+    m(
+        "the outputs stored transposed",
+        STORE,
+        "out_ptr[unsafe_offset=n * rows + m] = total",
+        "transposed",
+    ),
     m(
         "the int8 values not widened",
         WIDEN,
