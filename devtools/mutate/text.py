@@ -51,12 +51,12 @@ def changes(code: str) -> Iterator[tuple[str, int, str, str]]:
         for k in range(len(arguments) - 1):
             if arguments[k] != arguments[k + 1]:
                 swapped = arguments[:k] + [arguments[k + 1], arguments[k]] + arguments[k + 2 :]
-                yield "swap arguments", start, match["args"], ", ".join(swapped)
+                yield "swap", start, match["args"], ", ".join(swapped)
     if match := SUM_TERMS.search(code):
         terms = top_level_terms(match["sum"])
         for k in range(len(terms)) if len(terms) > 1 else ():
             kept = " + ".join(terms[:k] + terms[k + 1 :])
-            yield "drop term", match.start("sum"), match["sum"], kept
+            yield "term dropped", match.start("sum"), match["sum"], kept
 
 
 def top_level_terms(expression: str) -> list[str]:
@@ -70,11 +70,21 @@ def top_level_terms(expression: str) -> list[str]:
     return terms + [expression[start:]]
 
 
+def function_of(lines: list[str], number: int) -> str:
+    """The function line `number` (1-based) lies in: a key that stays put
+    when lines are added above it."""
+    for line in reversed(lines[: number - 1]):
+        if match := re.match(r"\s*def (\w+)", line):
+            return match.group(1)
+    return "<module>"
+
+
 def line_mutants(lines: list[str], learner: set[int]) -> Iterator[tuple[int, int, str, str, str]]:
     """(line, column, operator, key, source) for each change to a learner line."""
     for number in sorted(learner):
         line = lines[number - 1]
         code = code_of(line)
+        function = function_of(lines, number)
         if not code.strip() or code.strip().startswith('"""'):
             continue
         for operator, column, old, new in changes(code):
@@ -82,8 +92,9 @@ def line_mutants(lines: list[str], learner: set[int]) -> Iterator[tuple[int, int
             if changed == line:
                 continue
             source = "\n".join(lines[: number - 1] + [changed] + lines[number:]) + "\n"
-            key = f"line {number}: {code.strip()} -> {changed.strip()}"
+            key = f"{function}: {code.strip()} -> {changed.strip()}"
             yield number, column, operator, key, source
         if not STRUCTURE.match(code):
             source = "\n".join(lines[: number - 1] + lines[number:]) + "\n"
-            yield number, 0, "drop statement", f"line {number}: drop {code.strip()}", source
+            key = f"{function}: {code.strip()} -> (dropped)"
+            yield number, 0, "statement dropped", key, source
