@@ -2,9 +2,10 @@
 
 The file is built by common.mojo_file (a MojoCompileError names the
 learner's line where the compiler refuses it). The operation then enters a
-graph like any other: `q8_0_matvec` for a graph being built (a Module's forward),
-`Q8KernelLinear` for a layer, `CompiledKernel` for a graph compiled once
-with symbolic shapes and run on NumPy arrays (the checker, the benchmark).
+graph like any other: `q8_0_matvec` for a graph being built (a Module's
+forward), `kernel_linear` for a layer (step 27's Q8Linear with the kernel's
+forward: the benchmark, the Try it), `CompiledKernel` for a graph compiled
+once with symbolic shapes and run on NumPy arrays (the checker).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import numpy as np
 from common.mojo_file import library
 
 OP = "q8_0_matvec"
-BLOCK = 32
+BLOCK = 32  # weights per block
 
 
 def q8_0_matvec(x, scales, values, kernels: Path):
@@ -31,21 +32,13 @@ def q8_0_matvec(x, scales, values, kernels: Path):
     return F.custom(OP, x.device, [x, scales, values], [out_type], custom_extensions=[kernels])[0]
 
 
-def kernel_linear(kernels: Path):
-    """Step 27's Q8Linear with its forward through the kernel: a class whose
-    layers hold the same two tensors and never build the float32 weight."""
-    from max.dtype import DType
-    from max.experimental.nn import Module
-    from max.experimental.tensor import Tensor
+def kernel_linear(kernels: Path, q8_linear: type) -> type:
+    """A subclass of `q8_linear` (step 27's Q8Linear: the same two tensors,
+    `scales` and `values`) whose forward is the kernel of the built package
+    `kernels`, which never builds the float32 weight."""
 
-    class Q8KernelLinear(Module[[Tensor], Tensor]):
-        def __init__(self, in_dim: int, out_dim: int) -> None:
-            if in_dim % BLOCK:
-                raise ValueError(f"in_dim is {in_dim}: Q8_0 needs a multiple of {BLOCK} inputs")
-            self.scales = Tensor.zeros([out_dim, in_dim // BLOCK], dtype=DType.float16)
-            self.values = Tensor.zeros([out_dim, in_dim // BLOCK, BLOCK], dtype=DType.int8)
-
-        def forward(self, x: Tensor) -> Tensor:
+    class Q8KernelLinear(q8_linear):
+        def forward(self, x):
             rows = x.reshape([-1, int(x.shape[-1])])
             out = q8_0_matvec(rows, self.scales, self.values, kernels)
             return out.reshape([*x.shape[:-1], int(self.values.shape[0])])

@@ -54,7 +54,7 @@ def compiled_layers(rng: np.random.Generator) -> tuple[dict, dict]:
     from solutions.solution_27 import Q8Linear
     from tests import reference_quant as ref
 
-    kernel_linear = q8_kernel.kernel_linear(q8_kernel.library(step(30).solution))
+    kernel_linear = q8_kernel.kernel_linear(q8_kernel.library(step(30).solution), Q8Linear)
     graphs, inputs = {}, {}
     for name, (in_dim, out_dim) in LAYERS.items():
         weight = (rng.standard_normal((out_dim, in_dim)) * 0.02).astype(np.float32)

@@ -38,7 +38,7 @@ print(
 # %%
 rng = np.random.default_rng(0)
 scales, values = quantize_q8_0((rng.standard_normal((OUT, IN)) * 0.02).astype(np.float32))
-KernelLinear = q8_kernel.kernel_linear(q8_kernel.library(code.file))
+KernelLinear = q8_kernel.kernel_linear(q8_kernel.library(code.file), Q8Linear)
 layers = {"dequantize, then matmul": Q8Linear(IN, OUT), "your kernel": KernelLinear(IN, OUT)}
 started = time.perf_counter()
 compiled = {}
