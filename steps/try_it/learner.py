@@ -47,7 +47,8 @@ def choose(number: int) -> tuple[ModuleType | SimpleNamespace, str]:
     if not outcomes or not all(outcome.status == "pass" for outcome in outcomes):
         return reference_module(number), f"{reference}{shown} does not pass its check yet{again}"
     if record.suffix == ".mojo":  # built by the experiment, not imported
-        return SimpleNamespace(file=record.skeleton), f"Using your {shown} (it passes its check)."
+        mine = SimpleNamespace(__name__=record.module, file=record.skeleton)
+        return mine, f"Using your {shown} (it passes its check)."
     try:  # a notebook's kernel may hold an earlier version: the file as it is now
         imported = sys.modules.get(record.module)
         module = importlib.reload(imported) if imported else importlib.import_module(record.module)
@@ -63,8 +64,9 @@ def choose(number: int) -> tuple[ModuleType | SimpleNamespace, str]:
 
 
 def reference_module(number: int) -> ModuleType | SimpleNamespace:
-    if steps.step(number).suffix == ".mojo":
-        return SimpleNamespace(file=steps.step(number).solution)
+    record = steps.step(number)
+    if record.suffix == ".mojo":
+        return SimpleNamespace(__name__=f"solutions.solution_{number:02d}", file=record.solution)
     return importlib.import_module(f"solutions.solution_{number:02d}")
 
 
