@@ -92,9 +92,9 @@ def test_built_pages_contain_the_solutions(built_book: tuple[Path, str]) -> None
     for number in STEPS:
         html = (dest / f"step_{number:02d}.html").read_text(encoding="utf-8")
         assert "{{#include" not in html, f"step_{number:02d}: include not expanded"
-        solution = (REPO / "solutions" / f"solution_{number:02d}.py").read_text()
-        first_def = re.search(r"^(?:class|def) (\w+)", solution, re.MULTILINE)
-        assert first_def, f"solution_{number:02d}.py defines nothing"
+        path = steps.step(number).solution
+        first_def = re.search(r"^(?:class|def|struct) (\w+)", path.read_text(), re.MULTILINE)
+        assert first_def, f"{path.name} defines nothing"
         assert first_def.group(1) in html, f"step_{number:02d}.html lacks the solution"
 
 
