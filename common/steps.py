@@ -49,7 +49,12 @@ TITLES = {
     27: "Eight-bit blocks",
     28: "Four-bit blocks",
     29: "Reading a GGUF file",
+    30: "Your first Mojo kernel",
 }
+
+# The steps whose learner writes Mojo: their skeleton and solution are .mojo
+# files (a custom operation's body), built by common/mojo_file.py.
+MOJO_STEPS = {30}
 
 
 @dataclass(frozen=True)
@@ -63,13 +68,18 @@ class StepRecord:
         return f"{self.number:02d}"
 
     @property
+    def suffix(self) -> str:
+        """The learner's language, as a file extension: ".py", or ".mojo"."""
+        return ".mojo" if self.number in MOJO_STEPS else ".py"
+
+    @property
     def skeleton(self) -> Path:
         """The exercise the learner fills in."""
-        return REPO / "steps" / f"step_{self.id}.py"
+        return REPO / "steps" / f"step_{self.id}{self.suffix}"
 
     @property
     def solution(self) -> Path:
-        return REPO / "solutions" / f"solution_{self.id}.py"
+        return REPO / "solutions" / f"solution_{self.id}{self.suffix}"
 
     def file(self, solutions: bool = False) -> Path:
         return self.solution if solutions else self.skeleton
@@ -153,7 +163,7 @@ def numbers() -> list[int]:
 
 
 def step(number: int) -> StepRecord:
-    return STEPS[number - 1]
+    return next(record for record in STEPS if record.number == number)
 
 
 def parse_step(text: str, *, also: str = "") -> int:

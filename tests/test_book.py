@@ -92,9 +92,9 @@ def test_built_pages_contain_the_solutions(built_book: tuple[Path, str]) -> None
     for number in STEPS:
         html = (dest / f"step_{number:02d}.html").read_text(encoding="utf-8")
         assert "{{#include" not in html, f"step_{number:02d}: include not expanded"
-        solution = (REPO / "solutions" / f"solution_{number:02d}.py").read_text()
-        first_def = re.search(r"^(?:class|def) (\w+)", solution, re.MULTILINE)
-        assert first_def, f"solution_{number:02d}.py defines nothing"
+        path = steps.step(number).solution
+        first_def = re.search(r"^(?:class|def|struct) (\w+)", path.read_text(), re.MULTILINE)
+        assert first_def, f"{path.name} defines nothing"
         assert first_def.group(1) in html, f"step_{number:02d}.html lacks the solution"
 
 
@@ -115,16 +115,17 @@ def test_every_include_resolves() -> None:
 def test_step_page_includes_its_solution(number: int) -> None:
     page = step_page(number)
     assert page.is_file(), f"{page.relative_to(REPO)} is missing"
-    expected = (REPO / "solutions" / f"solution_{number:02d}.py").resolve()
+    expected = steps.step(number).solution.resolve()
+    fence = "mojo" if expected.suffix == ".mojo" else "python"
     fences = FENCE.findall(page.read_text(encoding="utf-8"))
     included = [
         include_target(page, directive)
         for language, body in fences
-        if language == "python"
+        if language == fence
         for directive in INCLUDE.findall(body)
     ]
     assert expected in included, (
-        f"{page.name} must include ../../solutions/{expected.name} in a python fence"
+        f"{page.name} must include ../../solutions/{expected.name} in a {fence} fence"
     )
 
 

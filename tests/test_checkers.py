@@ -30,7 +30,7 @@ def failures(outcomes: list[Outcome]) -> list[Outcome]:
 
 
 def mutate(number: int, mutant: Mutant, directory: Path) -> Path:
-    path = directory / f"solution_{number:02d}.py"
+    path = directory / steps.step(number).solution.name
     path.write_text(apply(mutant, steps.step(number).solution.read_text()))
     return path
 

@@ -32,8 +32,9 @@ LAST = max(steps.numbers())
 # each names the last step in its group.
 RANGE_WORD = r"\W+(?:\.\.\.|…|to|through)\W+"
 RANGES = [
-    re.compile(rf"\bstep_01\.py{RANGE_WORD}step_(\d+)\.py"),
-    re.compile(rf"\bsolution_01\.py{RANGE_WORD}solution_(\d+)\.py"),
+    # A Mojo step's files end in .mojo (common.steps.MOJO_STEPS).
+    re.compile(rf"\bstep_01\.py{RANGE_WORD}step_(\d+)\.(?:py|mojo)"),
+    re.compile(rf"\bsolution_01\.py{RANGE_WORD}solution_(\d+)\.(?:py|mojo)"),
     re.compile(rf"\bs01\b{RANGE_WORD}(?:pixi run )?s(\d+)\b"),
     re.compile(r"\b(?:the|all|every one of the) (\d+) steps\b"),
 ]

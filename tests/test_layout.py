@@ -254,8 +254,8 @@ def test_no_step_file_without_a_record() -> None:
     """A new spec, skeleton or page is added to common/steps.py too."""
     numbered = {
         "tests/specs": "step_[0-9][0-9]",
-        "steps": "step_[0-9][0-9].py",
-        "solutions": "solution_[0-9][0-9].py",
+        "steps": "step_[0-9][0-9].*",  # .py, or .mojo for a Mojo step
+        "solutions": "solution_[0-9][0-9].*",
         "docs/src": "step_[0-9][0-9].md",
     }
     for folder, pattern in numbered.items():

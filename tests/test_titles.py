@@ -36,7 +36,7 @@ def contents_entry(number: int) -> str:
 def pixi_description(number: int) -> str:
     tasks = tomllib.loads((REPO / "pixi.toml").read_text(encoding="utf-8"))["tasks"]
     description = tasks[f"s{number:02d}"]["description"]
-    prefix = f"Check steps/step_{number:02d}.py: "
+    prefix = f"Check steps/{steps.step(number).skeleton.name}: "
     assert description.startswith(prefix), description
     return plain(description.removeprefix(prefix))
 

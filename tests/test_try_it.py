@@ -148,8 +148,8 @@ def test_experiment_runs_as_a_notebook(
 
 
 WHICH = re.compile(
-    r"Using (your steps/step_(\d\d)\.py \(it passes its check\)\."
-    r"|the reference solution: steps/step_(\d\d)\.py .+)"
+    r"Using (your steps/step_(\d\d)\.(?:py|mojo) \(it passes its check\)\."
+    r"|the reference solution: steps/step_(\d\d)\.(?:py|mojo) .+)"
 )
 
 
@@ -215,13 +215,14 @@ def test_the_helper_runs_a_passing_step_and_else_the_reference(
     ]
     command = f"python -m tests.check {record.id}"
     assert unchecked == failing == f"solutions.solution_{record.id}"
+    shown = f"steps/{record.skeleton.name}"
     assert unchecked_line.startswith(
-        f"Using the reference solution: steps/step_{record.id}.py has no check on record"
+        f"Using the reference solution: {shown} has no check on record"
     )
-    assert f"steps/step_{record.id}.py does not pass its check yet" in failing_line
+    assert f"{shown} does not pass its check yet" in failing_line
     assert command in unchecked_line and command in failing_line
     assert passing == f"steps.step_{record.id}"
-    assert passing_line == f"Using your steps/step_{record.id}.py (it passes its check)."
+    assert passing_line == f"Using your {shown} (it passes its check)."
     assert all(WHICH.fullmatch(line) for line in (unchecked_line, failing_line, passing_line))
 
 

@@ -243,6 +243,8 @@ def _numbered(ordered: list[Mutant]) -> list[Mutant]:
 def mutants(number: int) -> list[Mutant]:
     """Every single-change mutant of the solution's learner lines, in file order."""
     text = steps.step(number).solution.read_text(encoding="utf-8")
+    if steps.step(number).suffix == ".mojo":
+        return text_mutants(number, text)
     raw = text.encode()
     starts = _offsets(raw)
     tree = ast.parse(text)
@@ -266,6 +268,18 @@ def mutants(number: int) -> list[Mutant]:
             found.setdefault(
                 source, Mutant(number, node.lineno, node.col_offset, operator, key, source)
             )
+    return _numbered(sorted(found.values(), key=file_order))
+
+
+def text_mutants(number: int, text: str) -> list[Mutant]:
+    """A Mojo solution's mutants, made on its text (devtools/mutate/text.py)."""
+    from devtools.mutate.text import line_mutants
+
+    found: dict[str, Mutant] = {}
+    for line, column, operator, key, source in line_mutants(
+        text.splitlines(), learner_lines(number)
+    ):
+        found.setdefault(source, Mutant(number, line, column, operator, key, source))
     return _numbered(sorted(found.values(), key=file_order))
 
 

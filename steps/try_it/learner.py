@@ -14,7 +14,7 @@ import importlib
 import sys
 import traceback
 from pathlib import Path
-from types import ModuleType, TracebackType
+from types import ModuleType, SimpleNamespace, TracebackType
 
 from common import steps
 from steps.try_it.figures import in_notebook
@@ -23,15 +23,17 @@ from tests.checker import last_result
 _in_use: set[Path] = set()  # the learner's files this process runs, for the excepthook
 
 
-def learner_or_reference(number: int) -> ModuleType:
+def learner_or_reference(number: int) -> ModuleType | SimpleNamespace:
     """steps/step_NN.py when its check passed and it has not changed since,
-    else solutions/solution_NN.py; prints which, and why."""
+    else solutions/solution_NN.py; prints which, and why. For a step whose
+    learner writes Mojo, a namespace whose `file` is the .mojo file chosen
+    (the experiment builds it, common/mojo_file.py)."""
     module, line = choose(number)
     print(line, flush=True)
     return module
 
 
-def choose(number: int) -> tuple[ModuleType, str]:
+def choose(number: int) -> tuple[ModuleType | SimpleNamespace, str]:
     """The module an experiment of step `number` runs, and the line that says which."""
     record = steps.step(number)
     shown = steps.display_path(record.skeleton)
@@ -44,6 +46,9 @@ def choose(number: int) -> tuple[ModuleType, str]:
         )
     if not outcomes or not all(outcome.status == "pass" for outcome in outcomes):
         return reference_module(number), f"{reference}{shown} does not pass its check yet{again}"
+    if record.suffix == ".mojo":  # built by the experiment, not imported
+        mine = SimpleNamespace(__name__=record.module, file=record.skeleton)
+        return mine, f"Using your {shown} (it passes its check)."
     try:  # a notebook's kernel may hold an earlier version: the file as it is now
         imported = sys.modules.get(record.module)
         module = importlib.reload(imported) if imported else importlib.import_module(record.module)
@@ -58,7 +63,10 @@ def choose(number: int) -> tuple[ModuleType, str]:
     return module, f"Using your {shown} (it passes its check)."
 
 
-def reference_module(number: int) -> ModuleType:
+def reference_module(number: int) -> ModuleType | SimpleNamespace:
+    record = steps.step(number)
+    if record.suffix == ".mojo":
+        return SimpleNamespace(__name__=f"solutions.solution_{number:02d}", file=record.solution)
     return importlib.import_module(f"solutions.solution_{number:02d}")
 
 

@@ -345,6 +345,10 @@ def run_step(
     def skip_rest(start: int) -> list[Outcome]:
         return outcomes + [Outcome(c.name, "skip") for c in step.checks[start:]]
 
+    if path.suffix == ".mojo":
+        from .mojo_step import run_mojo_step
+
+        return run_mojo_step(step, path, started, limit)
     try:
         tree = source.parse(path)
     except source.LearnerSyntaxError as error:

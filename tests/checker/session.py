@@ -162,7 +162,13 @@ def compile_notice(name: str = "") -> None:
     if _told_compiling or report.plain():
         return
     _told_compiling = True
-    if name.startswith("graph"):
+    if "mojo" in name.lower():
+        said = (
+            "Your Mojo file is being compiled: by the Mojo compiler, then by MAX into a graph "
+            "(about 30 s on 2 cores the first time after each edit, longer on a busy "
+            "machine; later checks of the same file load it from MAX's cache)."
+        )
+    elif name.startswith("graph"):
         said = (
             "MAX is compiling a graph this check needs, for the first time on this machine "
             "(tens of seconds, once; later checks load it from MAX's cache)."

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 TODO_START = "# TODO"
 TODO_END = "# END TODO"
+# A Mojo skeleton's blank: the word TODO where code goes (`return TODO`, or
+# alone on a line for a block of statements). Mojo has no None to leave.
+MOJO_BLANK = re.compile(r"\bTODO\b")
 
 
 @dataclass(frozen=True)
@@ -109,8 +113,32 @@ def missing_names(tree: ast.Module, required: dict[str, list[str]]) -> list[str]
     return missing
 
 
+def mojo_placeholders(path: Path) -> list[Placeholder]:
+    """The TODO blanks of a Mojo file: the word TODO in the code (not the
+    comments) of a `# TODO` ... `# END TODO` block."""
+    source = path.read_text(encoding="utf-8")
+    lines = source.splitlines()
+    found = []
+    for start, end, title in todo_regions(source):
+        for number in range(start, end + 1):
+            code = lines[number - 1].split("#", 1)[0]
+            if MOJO_BLANK.search(code):
+                found.append(Placeholder(number, lines[number - 1].strip(), title, start))
+    return found
+
+
+def mojo_missing_names(path: Path, required: dict[str, list[str]]) -> list[str]:
+    """Names from `required` that the Mojo file does not define at its top
+    level (a `def` or a `struct`; a struct's methods are not looked for)."""
+    text = path.read_text(encoding="utf-8")
+    defined = set(re.findall(r"^(?:def|struct)\s+(\w+)", text, flags=re.MULTILINE))
+    return [name for name in required if name not in defined]
+
+
 def placeholders_in(path: Path) -> list[Placeholder] | None:
     """The file's placeholders, or None when it does not parse."""
+    if path.suffix == ".mojo":
+        return mojo_placeholders(path)
     try:
         tree = parse(path)
     except LearnerSyntaxError:

@@ -43,9 +43,10 @@ def every_block_blank(path: Path) -> bool:
     return {start for start, _, _ in regions} <= {blank.todo_line for blank in blanks}
 
 
-def looks_like_skeleton(text: str) -> bool:
+def looks_like_skeleton(text: str, suffix: str = ".py") -> bool:
+    """Whether `text`, a step file of the language `suffix` names, is a skeleton."""
     with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "step.py"
+        path = Path(folder) / f"step{suffix}"
         path.write_text(text, encoding="utf-8")
         return every_block_blank(path)
 
@@ -74,7 +75,7 @@ def pristine_skeleton(number: int) -> str | None:
     commits = git("rev-list", f"--max-count={HISTORY_DEPTH}", "HEAD", "--", relative)
     for commit in (commits or "").split():
         text = git("show", f"{commit}:./{relative}")
-        if text is not None and looks_like_skeleton(text):
+        if text is not None and looks_like_skeleton(text, steps.step(number).suffix):
             return text.replace("\r\n", "\n")
     return None
 
