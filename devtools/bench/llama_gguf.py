@@ -25,6 +25,8 @@ QUESTION = "Explain why the sky is blue."
 AGREEMENT_TOKENS = 32  # greedy tokens compared with ours
 CONTENDERS = {
     "ours": "ours, step 23 (compiled, KV cache, float32 widened from the file)",
+    "step 27": "ours, step 23 with step 27's Q8Linear (Q8_0 blocks widened in the graph)",
+    "step 30": "ours, step 23 with step 30's kernel (Q8_0 blocks read as they are)",
     "transformers": "transformers (PyTorch, float32 widened from the file)",
     "llama.cpp": "llama.cpp (llama-cpp-python, the file's blocks as stored)",
 }
@@ -100,6 +102,43 @@ def leading_agreement(ours: list[int], theirs: list[int], window: int) -> int:
     return agree
 
 
+def with_q8_layers(model, linear_class):
+    """`model` (step 23's) with each layer's seven projections kept as Q8_0
+    blocks, step 27's quantizer run on the widened weights, and multiplied by
+    `linear_class`: step 27's Q8Linear or step 30's kernel. The tied head
+    stays float32: it is the embedding table, which a token reads one row of."""
+    from solutions.solution_27 import quantize_q8_0
+
+    for layer in model.model.layers:
+        for parent, names in (
+            (layer.self_attn, ("q_proj", "k_proj", "v_proj", "o_proj")),
+            (layer.mlp, ("gate_proj", "up_proj", "down_proj")),
+        ):
+            for name in names:
+                weight = getattr(parent, name).weight.to_numpy()
+                scales, values = quantize_q8_0(weight)
+                blocks = linear_class(weight.shape[1], weight.shape[0])
+                blocks.load_state_dict({"scales": scales, "values": values})
+                setattr(parent, name, blocks)
+    return model
+
+
+def q8_contenders(path: Path) -> dict:
+    """Step 23's model from the file twice more, its projections in Q8_0:
+    through step 27's dequantize-then-matmul, and through step 30's kernel."""
+    from common import q8_kernel
+    from common.steps import step
+    from devtools.bench import llama as bench
+    from solutions.solution_27 import Q8Linear
+    from solutions.solution_29 import load_gguf_llama
+
+    kernel = q8_kernel.kernel_linear(q8_kernel.library(step(30).solution), Q8Linear)
+    return {
+        key: bench.ours(with_q8_layers(load_gguf_llama(path), linear))[0]
+        for key, linear in (("step 27", Q8Linear), ("step 30", kernel))
+    }
+
+
 def measure(path: Path, count: int, rounds: int) -> dict:
     from devtools.bench import llama as bench
     from solutions.solution_29 import load_gguf_llama
@@ -109,6 +148,7 @@ def measure(path: Path, count: int, rounds: int) -> dict:
     load_seconds = time.perf_counter() - started
     contenders = {}
     contenders["ours"], compile_seconds = bench.ours(model)
+    contenders |= q8_contenders(path)
     tokenizer, hf_model = tokenizer_and_transformers(path)
     contenders["transformers"] = bench.transformers_contender(hf_model)
     prompt = chat_prompt(tokenizer)
