@@ -98,9 +98,10 @@ def test_skeleton_fails_and_solution_passes(fresh: dict[str, str]) -> None:
     for number in steps.numbers():
         skeleton = fresh[book_outputs.file_name(number, "skeleton")]
         solution = fresh[book_outputs.file_name(number, "solution")]
-        assert f"(steps/step_{number:02d}.py)" in skeleton.splitlines()[0]
+        record = steps.step(number)  # a Mojo step's files end in .mojo
+        assert f"({record.skeleton.relative_to(steps.REPO)})" in skeleton.splitlines()[0]
         assert "❌ no placeholders left" in skeleton
-        assert f"(solutions/solution_{number:02d}.py)" in solution.splitlines()[0]
+        assert f"({record.solution.relative_to(steps.REPO)})" in solution.splitlines()[0]
         assert f"Step {number:02d} passes:" in solution and "❌" not in solution
 
 
