@@ -31,15 +31,14 @@ CONTENDERS = {
     "llama.cpp": "llama.cpp (llama-cpp-python, the file's blocks as stored)",
 }
 
-# -- GGUF names and rows to step 23's --------------------------------------------
+# -- the file ---------------------------------------------------------------------
 
 
-# llama.cpp's module names -> transformers' (step 23's), inside a layer and outside.
-def file_line(path: Path) -> str:
-    """The file's name, size and the block types of its tensors."""
-    import gguf
-
-    kinds = Counter(tensor.tensor_type.name for tensor in gguf.GGUFReader(path).tensors)
+def file_line(gguf) -> str:
+    """The file's name, size and the block types of its tensors, from step
+    29's GGUFFile (the file as read once for the model)."""
+    path = Path(gguf.path)
+    kinds = Counter(info.kind for info in gguf.tensors.values())
     counts = ", ".join(f"{count} {kind}" for kind, count in kinds.most_common())
     return f"`{path.name}` ({path.stat().st_size / 1e6:.0f} MB; its tensors: {counts})"
 
@@ -123,9 +122,10 @@ def with_q8_layers(model, linear_class):
     return model
 
 
-def q8_contenders(path: Path) -> dict:
-    """Step 23's model from the file twice more, its projections in Q8_0:
-    through step 27's dequantize-then-matmul, and through step 30's kernel."""
+def q8_contenders(gguf) -> dict:
+    """Step 23's model from the file read already (step 29's GGUFFile) twice
+    more, its projections in Q8_0: through step 27's dequantize-then-matmul,
+    and through step 30's kernel."""
     from common import q8_kernel
     from common.steps import step
     from devtools.bench import llama as bench
@@ -134,21 +134,22 @@ def q8_contenders(path: Path) -> dict:
 
     kernel = q8_kernel.kernel_linear(q8_kernel.library(step(30).solution), Q8Linear)
     return {
-        key: bench.ours(with_q8_layers(load_gguf_llama(path), linear))[0]
+        key: bench.ours(with_q8_layers(load_gguf_llama(gguf), linear))[0]
         for key, linear in (("step 27", Q8Linear), ("step 30", kernel))
     }
 
 
 def measure(path: Path, count: int, rounds: int) -> dict:
     from devtools.bench import llama as bench
-    from solutions.solution_29 import load_gguf_llama
+    from solutions.solution_29 import load_gguf_llama, read_gguf
 
     started = time.perf_counter()
-    model = load_gguf_llama(path)  # step 29's reader: the file's weights widened
+    gguf = read_gguf(path)  # step 29's reader, once for every use of the file
+    model = load_gguf_llama(gguf)  # the file's weights widened
     load_seconds = time.perf_counter() - started
     contenders = {}
     contenders["ours"], compile_seconds = bench.ours(model)
-    contenders |= q8_contenders(path)
+    contenders |= q8_contenders(gguf)
     tokenizer, hf_model = tokenizer_and_transformers(path)
     contenders["transformers"] = bench.transformers_contender(hf_model)
     prompt = chat_prompt(tokenizer)
@@ -162,7 +163,7 @@ def measure(path: Path, count: int, rounds: int) -> dict:
     return dict(
         machine=machine.machine_line(),
         load=load,
-        file=file_line(path),
+        file=file_line(gguf),
         threads=machine.usable_cpus(),
         prompt_tokens=len(prompt),
         tokens=count,
