@@ -1,6 +1,7 @@
 """SmolLM2-135M-Instruct, a real trained model, from its GGUF file through the
 tutorial's own code: step 29's reader, common/gguf_tokenizer.py, step 23's
-model compiled with its cache, and `tools.generate --gguf --chat`.
+model compiled with its cache, fast/llama.py on the file's blocks, and
+`tools.generate --gguf --chat`.
 
 The oracle is transformers, which reads the same file with the `gguf` package
 and widens its blocks to float32: the same tokens for the same text, the same
@@ -89,23 +90,39 @@ def greedy_transformers(model, prompt_ids: list[int], count: int) -> list[int]:
     return ids[len(prompt_ids) :]
 
 
-def test_step_23s_model_decodes_transformers_greedy_tokens(gguf, tokenizer, theirs) -> None:
-    from solutions.solution_23 import compile_llama, generate_llama
-    from solutions.solution_29 import load_gguf_llama
-
-    _, hf_model = theirs
-    model = load_gguf_llama(gguf)
-    forward = compile_llama(model)
+def assert_greedy_as_transformers(generate, tokenizer, hf_model) -> None:
+    """generate(prompt_ids, count) makes transformers' greedy tokens for a
+    plain text, code and the chat prompt."""
     prompts = [
         tokenizer.encode(TEXTS[0]),
         tokenizer.encode(TEXTS[2]),
         tokenizer.encode(tokenizer.chat_prompt(QUESTION), add_bos=False),
     ]
     for prompt_ids in prompts:
-        ours = list(generate_llama(forward, model.config, prompt_ids, NEW_TOKENS))
-        assert ours == greedy_transformers(hf_model, prompt_ids, NEW_TOKENS), tokenizer.decode(
-            prompt_ids
-        )
+        ours = list(generate(prompt_ids, NEW_TOKENS))
+        expected = greedy_transformers(hf_model, prompt_ids, NEW_TOKENS)
+        assert ours == expected, tokenizer.decode(prompt_ids)
+
+
+def test_step_23s_model_decodes_transformers_greedy_tokens(gguf, tokenizer, theirs) -> None:
+    from solutions.solution_23 import compile_llama, generate_llama
+    from solutions.solution_29 import load_gguf_llama
+
+    model = load_gguf_llama(gguf)
+    forward = compile_llama(model)
+
+    def generate(prompt_ids, count):
+        return generate_llama(forward, model.config, prompt_ids, count)
+
+    assert_greedy_as_transformers(generate, tokenizer, theirs[1])
+
+
+def test_the_fast_model_decodes_transformers_greedy_tokens(gguf, tokenizer, theirs) -> None:
+    """fast/llama.py, the file's Q4_1 and Q8_0 blocks as stored."""
+    from fast import llama
+
+    generator = llama.FastLlamaGenerator(llama.load_gguf(gguf), context=256)
+    assert_greedy_as_transformers(generator.generate, tokenizer, theirs[1])
 
 
 def test_generate_chat_answers_the_question() -> None:

@@ -1,0 +1,523 @@
+"""The Llama family run fast, from a GGUF file's blocks as stored: what
+`generate --gguf` uses.
+
+Not tutorial material: step 23's model (RMSNorm, rotary embeddings,
+grouped-query attention with its cache, SwiGLU, a tied or untied head), run
+the way fast/gpt2.py runs GPT-2, and built for the files people run:
+
+- **The weights stay in their blocks.** A projection holds its rows as the
+  file stores them: Q8_0, Q4_0 or Q4_1 blocks as bytes, or float32 and
+  bfloat16 rows. Our kernels (fast/kernels/ggml_rows.mojo) multiply the
+  blocks as they are; a token reads 4.5 to 8.5 bits a weight, where step
+  23's model widened every weight to 32.
+- **The weights are the graph's by name, not its constants.** Two compiled
+  graphs (a prompt, one token) serve every checkpoint of the same shapes and
+  block types: MAX's cache holds them, so a second file, or the same file
+  again, starts in seconds.
+- **A KV cache allocated once, written in place**, as in fast/gpt2.py; its
+  length is symbolic in the graphs, so one compiled pair serves any context.
+- **Fused projections.** q, k and v are one matrix of rows (k's and v's
+  after q's), as are gate and up: one kernel call each instead of three and
+  two, when their block types agree.
+
+Loading reads the file with step 29's reader (solutions/solution_29.py): the
+tensors' names, shapes and block types, the config from the metadata, q's
+and k's rows put back in step 19's half-split order (llama.cpp's converter
+interleaves them; a row of blocks moves whole). Llama 3's scaled rotary
+frequencies (a `rope_freqs.weight` tensor) and Qwen2's q/k/v biases load too.
+
+tests/test_fast_llama.py checks the logits against step 23's model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from dataclasses import fields as dataclass_fields
+from pathlib import Path
+
+import numpy as np
+from max.driver import CPU, Buffer
+from max.dtype import DType
+from max.experimental import functional as F
+from max.experimental.nn import Module, ModuleList
+from max.experimental.tensor import Tensor
+from max.graph import BufferType, TensorType
+
+from common import max_runtime
+from common.ggml_blocks import BLOCK, BLOCK_FORMATS
+from fast.kernel_ops import FLOAT32, _kernel_library, prompt_attention
+from solutions.solution_14 import sample_next_token
+from solutions.solution_21 import LlamaConfig
+from solutions.solution_29 import GGUFError, GGUFFile, llama_config, read_gguf, unpermute
+
+# Block types our kernels multiply as stored, and the dtypes of plain rows.
+BLOCK_KINDS = ("Q8_0", "Q4_0", "Q4_1")
+ROW_DTYPES = {"F32": DType.float32, "BF16": DType.bfloat16}
+WIDENED = ("F16",)  # widened to float32 when loaded (norms and small tensors)
+ARCHITECTURES = ("llama", "qwen2")
+
+
+@dataclass
+class FastLlamaConfig(LlamaConfig):
+    """Step 21's LlamaConfig, and what the file says beyond it: each
+    projection's block type, q/k/v biases (Qwen2), and the rotary
+    frequencies' divisors (Llama 3)."""
+
+    kinds: dict[str, str] | None = None  # "attn_q" -> "Q4_1", ..., "token_embd", "output"
+    attention_bias: bool = False
+    rope_factors: tuple[float, ...] | None = None
+
+
+# The file's tensor names in a layer, by where they go (Fused's parts in order).
+LAYER_TENSORS = {
+    "qkv": ("attn_q", "attn_k", "attn_v"),
+    "attn_output": ("attn_output",),
+    "gate_up": ("ffn_gate", "ffn_up"),
+    "ffn_down": ("ffn_down",),
+}
+LAYER_NAMES = [name for names in LAYER_TENSORS.values() for name in names]
+
+
+# -- the layers -------------------------------------------------------------------
+
+
+def stored_shape(kind: str, n_out: int, n_in: int) -> tuple[list[int], DType]:
+    """How a [n_out, n_in] matrix of `kind` is held: blocks as bytes, or rows."""
+    if kind in BLOCK_KINDS:
+        return [n_out, n_in // BLOCK * BLOCK_FORMATS[kind].size], DType.uint8
+    return [n_out, n_in], ROW_DTYPES.get(kind, DType.float32)
+
+
+class BlockLinear(Module[[Tensor], Tensor]):
+    """x [rows, in] float32 times a weight kept as the file stores it; float32 out."""
+
+    def __init__(self, kind: str, n_in: int, n_out: int, bias: bool = False) -> None:
+        self.kind = kind if kind in BLOCK_KINDS or kind in ROW_DTYPES else "F32"
+        shape, dtype = stored_shape(self.kind, n_out, n_in)
+        self.weight = Tensor.zeros(shape, dtype=dtype)
+        self.bias = Tensor.zeros([n_out], dtype=FLOAT32) if bias else None
+        self.n_out = n_out
+
+    def forward(self, x: Tensor) -> Tensor:
+        out_type = TensorType(FLOAT32, [x.shape[0], self.n_out], device=x.device)
+        if self.kind in BLOCK_KINDS:
+            values, name = [x, self.weight], f"ggml_rows_{self.kind.lower()}"
+        else:  # fast/gpt2.py's kernel for float32 and bfloat16 rows, with a bias
+            bias = self.bias if self.bias is not None else Tensor.zeros([self.n_out], dtype=FLOAT32)
+            values, name = [x, self.weight, bias], "gpt2_linear_rows"
+        y = F.custom(name, x.device, values, [out_type], custom_extensions=_kernel_library())[0]
+        if self.bias is not None and self.kind in BLOCK_KINDS:
+            y = y + self.bias
+        return y
+
+
+class Fused(Module[[Tensor], Tensor]):
+    """Projections of one input side by side: one BlockLinear for their rows
+    concatenated when their block types agree, else one each."""
+
+    def __init__(self, kinds: Sequence[str], n_in: int, n_outs: Sequence[int], bias: bool) -> None:
+        if len(set(kinds)) == 1:
+            self.parts = ModuleList([BlockLinear(kinds[0], n_in, sum(n_outs), bias)])
+        else:
+            self.parts = ModuleList(
+                [BlockLinear(k, n_in, n, bias) for k, n in zip(kinds, n_outs, strict=True)]
+            )
+
+    def forward(self, x: Tensor) -> Tensor:
+        outputs = [part(x) for part in self.parts]
+        return outputs[0] if len(outputs) == 1 else F.concat(outputs, axis=-1)
+
+
+def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Step 19's rotation of x [seq, heads, head_dim] by the half-split pairs."""
+    half = x.shape[-1] // 2
+    first, second = x[:, :, :half], x[:, :, half:]
+    return F.concat([first * cos - second * sin, second * cos + first * sin], axis=-1)
+
+
+class FastLlamaLayer(Module[..., Tensor]):
+    def __init__(self, config: FastLlamaConfig, index: int) -> None:
+        hidden = config.hidden_size
+        kinds = {name: config.kinds[f"blk.{index}.{name}"] for name in LAYER_NAMES}
+        heads, kv_heads, head_dim = (
+            config.num_attention_heads,
+            config.num_key_value_heads,
+            config.head_dim,
+        )
+        self.config = config
+        self.attn_norm = Tensor.ones([hidden], dtype=FLOAT32)
+        self.qkv = Fused(
+            [kinds["attn_q"], kinds["attn_k"], kinds["attn_v"]],
+            hidden,
+            [heads * head_dim, kv_heads * head_dim, kv_heads * head_dim],
+            config.attention_bias,
+        )
+        self.attn_output = BlockLinear(kinds["attn_output"], heads * head_dim, hidden)
+        self.ffn_norm = Tensor.ones([hidden], dtype=FLOAT32)
+        inner = config.intermediate_size
+        self.gate_up = Fused([kinds["ffn_gate"], kinds["ffn_up"]], hidden, [inner, inner], False)
+        self.ffn_down = BlockLinear(kinds["ffn_down"], inner, hidden)
+
+    def forward(self, hidden, caches, index: int, rope, bounds) -> Tensor:
+        config = self.config
+        heads, kv_heads, head_dim = (
+            config.num_attention_heads,
+            config.num_key_value_heads,
+            config.head_dim,
+        )
+        seq = hidden.shape[0]
+        key_cache, value_cache = caches
+        first, stop = bounds
+        x = F.rms_norm(hidden, self.attn_norm, config.rms_norm_eps)
+        query, key, value = F.split(
+            self.qkv(x), [heads * head_dim, kv_heads * head_dim, kv_heads * head_dim], axis=-1
+        )
+        query = rotate(query.reshape([seq, heads, head_dim]), *rope)
+        key = rotate(key.reshape([seq, kv_heads, head_dim]), *rope)
+        value = value.reshape([seq, kv_heads, head_dim])
+        # This step's keys and values into the caches [layers, kv_heads, context, head_dim].
+        key_cache[index, :, (slice(first, stop), seq), :] = key.permute([1, 0, 2])
+        value_cache[index, :, (slice(first, stop), seq), :] = value.permute([1, 0, 2])
+        if seq == 1:
+            attended = self._attend_cache(query, caches, index, stop)
+        else:
+            attended = self._attend_prompt(query, key, value)
+        hidden = hidden + self.attn_output(attended)
+        x = F.rms_norm(hidden, self.ffn_norm, config.rms_norm_eps)
+        gate, up = F.split(self.gate_up(x), [config.intermediate_size] * 2, axis=-1)
+        return hidden + self.ffn_down(F.silu(gate) * up)
+
+    def _attend_cache(self, query: Tensor, caches, index: int, stop) -> Tensor:
+        """One token's query [1, heads, head_dim] over the cached positions and
+        its own: each key/value head serves a group of query heads, the group
+        an axis of the queries rather than copies of the keys."""
+        config = self.config
+        kv_heads, head_dim = config.num_key_value_heads, config.head_dim
+        group = config.num_attention_heads // kv_heads
+        key_cache, value_cache = caches
+        keys = key_cache[index, :, (slice(0, stop), "total"), :]  # [kv_heads, total, head_dim]
+        values = value_cache[index, :, (slice(0, stop), "total"), :]
+        query = query.reshape([kv_heads, group, head_dim])
+        scores = query @ keys.transpose(-1, -2) * (1.0 / math.sqrt(head_dim))
+        attended = F.softmax(scores, axis=-1) @ values  # [kv_heads, group, head_dim]
+        return attended.reshape([1, kv_heads * group * head_dim])
+
+    def _attend_prompt(self, query: Tensor, key: Tensor, value: Tensor) -> Tensor:
+        """A prompt's causal attention on an empty cache through fast/gpt2.py's
+        kernel, which computes only the scores the mask keeps: the key/value
+        heads repeated for their groups, queries, keys and values side by side."""
+        config = self.config
+        heads, kv_heads, head_dim = (
+            config.num_attention_heads,
+            config.num_key_value_heads,
+            config.head_dim,
+        )
+        seq, group = query.shape[0], heads // kv_heads
+
+        def repeated(x: Tensor) -> Tensor:  # [seq, kv_heads, head_dim] -> [seq, heads * head_dim]
+            x = x.reshape([seq, kv_heads, 1, head_dim])
+            return F.broadcast_to(x, [seq, kv_heads, group, head_dim]).reshape([seq, -1])
+
+        qkv = F.concat([query.reshape([seq, -1]), repeated(key), repeated(value)], axis=-1)
+        return prompt_attention(qkv.reshape([1, seq, -1]), heads).reshape([seq, -1])
+
+
+class TokenEmbedding(Module[[Tensor], Tensor]):
+    """Rows of the token table, widened to float32: kept as stored."""
+
+    def __init__(self, kind: str, vocab: int, hidden: int) -> None:
+        self.kind = kind if kind in BLOCK_KINDS or kind in ROW_DTYPES else "F32"
+        shape, dtype = stored_shape(self.kind, vocab, hidden)
+        self.weight = Tensor.zeros(shape, dtype=dtype)
+        self.hidden = hidden
+
+    def forward(self, ids: Tensor) -> Tensor:
+        if self.kind not in BLOCK_KINDS:
+            rows = F.gather(self.weight, ids, axis=0)
+            return rows if rows.dtype == FLOAT32 else rows.cast(FLOAT32)
+        out_type = TensorType(FLOAT32, [ids.shape[0], self.hidden], device=ids.device)
+        name = f"ggml_gather_{self.kind.lower()}"
+        values = [ids, self.weight]
+        return F.custom(name, ids.device, values, [out_type], custom_extensions=_kernel_library())[
+            0
+        ]
+
+
+class FastLlama(Module[..., Tensor]):
+    """forward(ids [seq], key_cache, value_cache, start [1]) -> logits [vocab]
+    (float32) of the last position. The caches are [layers, kv_heads,
+    context, head_dim] float32 buffers; `start` is how many positions they
+    hold already."""
+
+    def __init__(self, config: FastLlamaConfig) -> None:
+        self.config = config
+        kinds, hidden, vocab = config.kinds, config.hidden_size, config.vocab_size
+        self.token_embd = TokenEmbedding(kinds["token_embd"], vocab, hidden)
+        self.layers = ModuleList(
+            [FastLlamaLayer(config, index) for index in range(config.num_hidden_layers)]
+        )
+        self.output_norm = Tensor.ones([hidden], dtype=FLOAT32)
+        self.output = BlockLinear(kinds["output"], hidden, vocab)
+        if config.tie_word_embeddings:
+            self.output.weight = self.token_embd.weight
+        # Step 19's frequencies (over Llama 3's divisors): a parameter, so
+        # that theta is the checkpoint's, not the compiled graph's.
+        self.inv_freq = Tensor.zeros([config.head_dim // 2], dtype=FLOAT32)
+
+    def forward(self, ids: Tensor, key_cache: Tensor, value_cache: Tensor, start: Tensor) -> Tensor:
+        seq = ids.shape[0]
+        hidden = self.token_embd(ids)
+        first = start.__tensorvalue__().reshape([])  # a graph scalar: slice bounds
+        stop = first + F.shape_to_tensor([seq]).__tensorvalue__().reshape([])
+        positions = Tensor.arange(seq, dtype=DType.int64, device=ids.device) + start
+        angles = positions.cast(FLOAT32).reshape([seq, 1]) * self.inv_freq.reshape([1, -1])
+        rope = (F.cos(angles).reshape([seq, 1, -1]), F.sin(angles).reshape([seq, 1, -1]))
+        for index, layer in enumerate(self.layers):
+            hidden = layer(hidden, (key_cache, value_cache), index, rope, (first, stop))
+        last = F.rms_norm(hidden[-1:], self.output_norm, self.config.rms_norm_eps)
+        return self.output(last).reshape([self.config.vocab_size])
+
+
+# -- loading a GGUF file ------------------------------------------------------------
+
+
+def fast_config(gguf: GGUFFile) -> FastLlamaConfig:
+    """The model's shapes from the file's metadata, and each matrix's block type."""
+    architecture = gguf.metadata.get("general.architecture")
+    if architecture not in ARCHITECTURES:
+        raise GGUFError(
+            f"{gguf.path} holds a {architecture!r} model (general.architecture); the fast "
+            f"path runs {', '.join(map(repr, ARCHITECTURES))}."
+        )
+
+    scaling = gguf.metadata.get(f"{architecture}.rope.scaling.type", "none")
+    factors = None
+    if "rope_freqs.weight" in gguf.tensors:  # Llama 3's divisors of the frequencies
+        factors = tuple(float(f) for f in gguf.array("rope_freqs.weight").reshape(-1))
+    elif scaling != "none":
+        raise GGUFError(f"{gguf.path} scales its rotary frequencies by {scaling!r}, not run here.")
+    embeddings = gguf.tensors.get("token_embd.weight")
+    if embeddings is None:
+        raise GGUFError(f"{gguf.path} has no token_embd.weight.")
+    # The shapes as step 29 reads them, from the file's keys under "llama.".
+    prefix = f"{architecture}."
+    as_llama = {
+        f"llama.{key.removeprefix(prefix)}" if key.startswith(prefix) else key: value
+        for key, value in gguf.metadata.items()
+        if key != f"{prefix}rope.scaling.type"  # the factors (or a refusal) above
+    }
+    as_llama["general.architecture"] = "llama"
+    plain_tensors = {
+        name: info for name, info in gguf.tensors.items() if name != "rope_freqs.weight"
+    }
+    plain = llama_config(replace(gguf, metadata=as_llama, tensors=plain_tensors))
+    config = FastLlamaConfig(
+        **{field.name: getattr(plain, field.name) for field in dataclass_fields(plain)},
+        attention_bias="blk.0.attn_q.bias" in gguf.tensors,
+        rope_factors=factors,
+    )
+    kinds = {"token_embd": embeddings.kind}
+    kinds["output"] = gguf.tensors.get("output.weight", embeddings).kind
+    for index in range(config.num_hidden_layers):
+        for name in LAYER_NAMES:
+            info = gguf.tensors.get(f"blk.{index}.{name}.weight")
+            if info is None:
+                raise GGUFError(f"{gguf.path} has no blk.{index}.{name}.weight.")
+            kinds[f"blk.{index}.{name}"] = info.kind
+    for name, kind in kinds.items():
+        if kind not in BLOCK_KINDS and kind not in ROW_DTYPES and kind not in WIDENED:
+            raise GGUFError(
+                f"{gguf.path}: {name} is {kind}; the fast path reads "
+                f"{', '.join((*BLOCK_KINDS, *ROW_DTYPES, *WIDENED))}."
+            )
+    return replace(config, kinds=kinds)
+
+
+def inv_freq(config: FastLlamaConfig) -> np.ndarray:
+    """Step 19's rotary frequencies theta^(-2i / head_dim), each divided by
+    its Llama 3 factor where the file has them."""
+    pairs = np.arange(config.head_dim // 2, dtype=np.float64)
+    frequencies = config.rope_theta ** (-2 * pairs / config.head_dim)
+    if config.rope_factors is not None:
+        frequencies = frequencies / np.asarray(config.rope_factors, dtype=np.float64)
+    return frequencies.astype(np.float32)
+
+
+def stored(gguf: GGUFFile, name: str) -> np.ndarray:
+    """A matrix's rows as our layers hold them: blocks as bytes [rows,
+    row_bytes], float32 or bfloat16 rows as they are (bfloat16 as its bits),
+    float16 widened to float32; a vector as float32."""
+    info = gguf.tensors[name]
+    if info.kind in BLOCK_KINDS or info.kind == "BF16":
+        form = BLOCK_FORMATS[info.kind]
+        rows = math.prod(info.shape[:-1]) if len(info.shape) > 1 else 1
+        size = rows * info.shape[-1] // form.count * form.size
+        if info.offset + size > len(gguf.data):
+            raise GGUFError(f"{gguf.path} ends inside {name}'s data.")
+        raw = np.frombuffer(gguf.data, np.uint8, size, info.offset).reshape(rows, -1)
+        return raw.view(np.uint16) if info.kind == "BF16" else raw
+    return gguf.array(name)
+
+
+def load_gguf(source: Path | str | GGUFFile) -> FastLlama:
+    """A FastLlama with a GGUF file's weights, kept in their blocks (the file
+    read already, or its path). A file the fast path cannot run is a GGUFError."""
+    gguf = source if isinstance(source, GGUFFile) else read_gguf(source)
+    config = fast_config(gguf)
+    permuted = {"attn_q": config.num_attention_heads, "attn_k": config.num_key_value_heads}
+    unpermuting = gguf.metadata.get("general.architecture") == "llama"
+
+    def tensor(name: str) -> np.ndarray:
+        """A matrix as stored (q's and k's rows back in step 19's order), a vector widened."""
+        if len(gguf.tensors[name].shape) == 1:
+            return gguf.array(name)
+        rows = stored(gguf, name)
+        part = name.split(".")[-2]
+        return unpermute(rows, permuted[part]) if unpermuting and part in permuted else rows
+
+    return assembled(config, tensor)
+
+
+def load_checkpoint(directory: Path) -> FastLlama:
+    """A FastLlama with a Llama checkpoint's float32 weights (safetensors, as
+    step 23 reads them), each matrix a float32 one."""
+    from common import checkpoint
+    from solutions.solution_23 import load_llama_config, to_llama_state
+    from solutions.solution_29 import transformers_name
+
+    plain = load_llama_config(directory)
+    state = to_llama_state(checkpoint.read_safetensors(directory / "model.safetensors"), plain)
+    names = [f"blk.{i}.{name}" for i in range(plain.num_hidden_layers) for name in LAYER_NAMES]
+    config = FastLlamaConfig(
+        **{field.name: getattr(plain, field.name) for field in dataclass_fields(plain)},
+        kinds=dict.fromkeys(["token_embd", "output", *names], "F32"),
+    )
+    return assembled(config, lambda name: state[transformers_name(name)])
+
+
+def assembled(config: FastLlamaConfig, tensor) -> FastLlama:
+    """A FastLlama of `config` whose weights are tensor(name), by llama.cpp's
+    tensor names: matrices as our layers hold them, vectors as float32."""
+    state: dict[str, object] = {
+        "token_embd.weight": tensor("token_embd.weight"),
+        "output_norm": tensor("output_norm.weight"),
+        "inv_freq": inv_freq(config),
+    }
+    tied = config.tie_word_embeddings
+    state["output.weight"] = state["token_embd.weight"] if tied else tensor("output.weight")
+    for index in range(config.num_hidden_layers):
+        layer, blk = f"layers.{index}", f"blk.{index}"
+        state[f"{layer}.attn_norm"] = tensor(f"{blk}.attn_norm.weight")
+        state[f"{layer}.ffn_norm"] = tensor(f"{blk}.ffn_norm.weight")
+        for place, names in LAYER_TENSORS.items():
+            kinds = {config.kinds[f"{blk}.{name}"] for name in names}
+            weights = [tensor(f"{blk}.{name}.weight") for name in names]
+            biases = None
+            if place == "qkv" and config.attention_bias:
+                biases = [tensor(f"{blk}.{name}.bias") for name in names]
+            if len(names) == 1:
+                state[f"{layer}.{place}.weight"] = weights[0]
+                continue
+            if len(kinds) == 1:  # one matrix of all their rows (Fused)
+                weights = [np.concatenate(weights)]
+                biases = biases and [np.concatenate(biases)]
+            for part, rows in enumerate(weights):
+                state[f"{layer}.{place}.parts.{part}.weight"] = rows
+                if biases:
+                    state[f"{layer}.{place}.parts.{part}.bias"] = biases[part]
+    with F.lazy():
+        model = FastLlama(config)
+    buffers = {id(value): as_buffer(value) for value in state.values()}  # the tied head once
+    model.load_state_dict({name: buffers[id(value)] for name, value in state.items()})
+    return model
+
+
+def as_buffer(array) -> Buffer:
+    """An array as a MAX buffer; bfloat16 bits (uint16) viewed as bfloat16."""
+    array = np.ascontiguousarray(array)
+    buffer = Buffer.from_numpy(array.copy() if not array.flags.writeable else array)
+    if array.dtype == np.uint16:
+        return buffer.view(DType.bfloat16, array.shape)
+    return buffer
+
+
+# -- running it -----------------------------------------------------------------------
+
+
+class FastLlamaGenerator:
+    """The two compiled graphs (a prompt, one token) and the caches they share."""
+
+    def __init__(self, model: FastLlama, context: int | None = None) -> None:
+        config = model.config
+        self.config = config
+        self.context = min(context or 4096, config.max_position_embeddings)
+        cpu = CPU()
+        kv_shape = [
+            config.num_hidden_layers,
+            config.num_key_value_heads,
+            "context",
+            config.head_dim,
+        ]
+        cache_type = BufferType(FLOAT32, kv_shape, device=cpu)
+        start_type = TensorType(DType.int64, [1], device=cpu)
+        self.prefill = model.compile(
+            TensorType(DType.int64, ["seq"], device=cpu), cache_type, cache_type, start_type
+        )
+        self.decode = model.compile(
+            TensorType(DType.int64, [1], device=cpu), cache_type, cache_type, start_type
+        )
+        shape = [*kv_shape[:2], self.context, config.head_dim]
+        caches = [Buffer.zeros(shape, FLOAT32, cpu) for _ in range(2)]
+        self.key_cache, self.value_cache = (Tensor(storage=cache) for cache in caches)
+        # A decoded token's id and position, written in place into buffers the
+        # decode graph reads (fast/gpt2.py's FastGenerator.decoded_logits).
+        ids, first = (Buffer.zeros([1], DType.int64, cpu) for _ in range(2))
+        self._decode_ids, self._decode_start = ids.to_numpy(), first.to_numpy()  # views
+        self._decode_buffers = (ids, *caches, first)
+        self.decode.execute_raw(*self._decode_buffers)  # starts MAX's poller, set aside now
+        self.pollers_set_aside = max_runtime.demote_idle_pollers()
+
+    def prompt_logits(self, token_ids: Sequence[int]) -> np.ndarray:
+        """The last position's logits [vocab] of a prompt on an empty cache."""
+        ids = np.asarray(token_ids, dtype=np.int64)
+        first = np.zeros([1], dtype=np.int64)
+        logits = self.prefill(
+            Tensor.from_dlpack(ids), self.key_cache, self.value_cache, Tensor.from_dlpack(first)
+        )
+        return np.array(logits.to_numpy())
+
+    def decoded_logits(self, token_id: int, start: int) -> np.ndarray:
+        self._decode_ids[0] = token_id
+        self._decode_start[0] = start
+        (logits,) = self.decode.execute_raw(*self._decode_buffers)
+        return np.array(logits.to_numpy())
+
+    def generate(self, prompt_ids: Sequence[int], max_new_tokens: int, **sampling) -> Iterator[int]:
+        """The prompt once, then a token a step. `sampling`: do_sample and seed,
+        and step 14's temperature and top_k."""
+        if not prompt_ids:
+            raise ValueError("the prompt has no tokens")
+        if len(prompt_ids) + max_new_tokens > self.context:
+            raise ValueError(
+                f"{len(prompt_ids)} prompt tokens + {max_new_tokens} new ones exceed the "
+                f"cache's {self.context} positions."
+            )
+        if max_new_tokens < 1:
+            return
+        choose = token_chooser(**sampling)
+        next_id = choose(self.prompt_logits(prompt_ids))
+        for position in range(len(prompt_ids), len(prompt_ids) + max_new_tokens - 1):
+            yield next_id
+            next_id = choose(self.decoded_logits(next_id, position))
+        yield next_id
+
+
+def token_chooser(do_sample: bool = False, seed: int | None = None, **options):
+    """logits -> the next token id: the most likely, or sampled by step 14's
+    sample_next_token with `options` (temperature, top_k) from a seeded generator."""
+    if not do_sample:
+        return lambda logits: int(np.argmax(logits))
+    rng = np.random.default_rng(seed)
+    return lambda logits: sample_next_token(logits, rng=rng, **options)

@@ -1,0 +1,240 @@
+"""fast/llama.py and its kernels (fast/kernels/ggml_rows.mojo).
+
+The kernels are checked against NumPy's product with the widened blocks
+(common/ggml_blocks.py), for every block type, one row and several, row
+counts that leave the cores' claims uneven. The model is checked against
+step 23's on one tiny GGUF file whose layers hold every kind of matrix the
+fast path reads (Q8_0, Q4_0 and Q4_1 blocks, float32, bfloat16 and float16
+rows, a layer whose q, k and v differ and so are not fused): the same
+logits for a prompt and each decoded token, the same greedy tokens. One
+file, so that one pair of graphs is compiled.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from common.checkpoint import read_safetensors
+from common.ggml_blocks import BLOCK_FORMATS
+from common.random_checkpoint import write_random_llama
+from tests import reference_gguf as writer
+
+BLOCK_KINDS = ("Q8_0", "Q4_0", "Q4_1")
+
+# -- the kernels ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    """Each block type's product and row lookup, in one graph compiled once
+    with symbolic shapes: (x [rows, in], blocks [out, bytes], ids) -> outputs."""
+    from max.driver import CPU
+    from max.dtype import DType
+    from max.engine import InferenceSession
+    from max.graph import DeviceRef, Graph, TensorType, ops
+
+    from common import max_runtime
+    from fast.kernel_ops import KERNELS
+
+    cpu = DeviceRef.CPU()
+    types = [TensorType(DType.float32, ["rows", "in"], device=cpu)]
+    types += [TensorType(DType.uint8, [f"out_{k}", f"bytes_{k}"], device=cpu) for k in BLOCK_KINDS]
+    types += [TensorType(DType.int64, ["ids"], device=cpu)]
+    library = max_runtime.precompiled(KERNELS)
+    with Graph("ggml_rows", input_types=types, custom_extensions=[library]) as graph:
+        x, *tables, ids = graph.inputs
+        outputs = []
+        for kind, table in zip(BLOCK_KINDS, tables, strict=True):
+            n_out, n_in = table.tensor.shape[0], x.tensor.shape[1]
+            product = TensorType(DType.float32, [x.tensor.shape[0], n_out], device=cpu)
+            rows = TensorType(DType.float32, [ids.tensor.shape[0], n_in], device=cpu)
+            outputs.append(ops.custom(f"ggml_rows_{kind.lower()}", cpu, [x, table], [product])[0])
+            outputs.append(ops.custom(f"ggml_gather_{kind.lower()}", cpu, [ids, table], [rows])[0])
+        graph.output(*outputs)
+    model = InferenceSession(devices=[CPU()]).load(graph)
+
+    def run(x, tables, ids):
+        results = model.execute(x, *tables, ids)
+        return [result.to_numpy() for result in results]
+
+    return run
+
+
+def random_blocks(kind: str, n_out: int, n_in: int, rng) -> np.ndarray:
+    """Blocks of `kind` for a [n_out, n_in] matrix, every level used: random
+    bytes, with scales (and Q4_1's minimums) that are ordinary float16 numbers."""
+    form = BLOCK_FORMATS[kind]
+    blocks = n_in // 32
+    raw = rng.integers(0, 256, size=(n_out, blocks, form.size), dtype=np.uint8)
+    scale_bytes = 4 if kind == "Q4_1" else 2
+    scales = rng.uniform(-0.05, 0.05, (n_out, blocks, scale_bytes // 2)).astype("<f2")
+    raw[:, :, :scale_bytes] = scales.view(np.uint8).reshape(n_out, blocks, scale_bytes)
+    return raw.reshape(n_out, -1)
+
+
+def widened(kind: str, table: np.ndarray) -> np.ndarray:
+    form = BLOCK_FORMATS[kind]
+    return form.widen(table.reshape(-1, form.size)).reshape(table.shape[0], -1)
+
+
+# rows of x, outputs, inputs: one token and a prompt's few, outputs that leave
+# the cores' last claims short and fewer than the eight streams a core reads.
+SHAPES = [(1, 37, 64), (1, 3, 32), (5, 100, 96), (1, 1536, 576), (9, 576, 1536)]
+
+
+@pytest.mark.parametrize("rows, n_out, n_in", SHAPES)
+def test_the_kernels_multiply_and_look_up_every_block_type_as_numpy_does(
+    kernels, rows, n_out, n_in
+):
+    rng = np.random.default_rng(n_out)
+    tables = [random_blocks(kind, n_out, n_in, rng) for kind in BLOCK_KINDS]
+    x = rng.standard_normal((rows, n_in)).astype(np.float32)
+    ids = np.array([0, n_out - 1, n_out // 2], dtype=np.int64)
+    outputs = kernels(x, tables, ids)
+    for index, (kind, table) in enumerate(zip(BLOCK_KINDS, tables, strict=True)):
+        weight = widened(kind, table)
+        product, rows_looked_up = outputs[2 * index], outputs[2 * index + 1]
+        expected = x.astype(np.float64) @ weight.T.astype(np.float64)
+        scale = np.abs(x).sum(axis=1, keepdims=True) * np.abs(weight).max()
+        assert np.all(np.abs(product - expected) <= 1e-5 * scale + 1e-6), kind
+        np.testing.assert_array_equal(rows_looked_up, weight[ids], err_msg=kind)
+
+
+def test_the_kernels_refuse_rows_that_are_not_whole_blocks(kernels):
+    rng = np.random.default_rng(0)
+    tables = [random_blocks(kind, 4, 64, rng) for kind in BLOCK_KINDS]
+    x = np.zeros((1, 48), dtype=np.float32)  # 48 inputs: a block and a half
+    with pytest.raises(Exception, match="in / 32"):
+        kernels(x, tables, np.array([0], dtype=np.int64))
+
+
+def test_a_token_id_outside_the_table_is_refused(kernels):
+    rng = np.random.default_rng(0)
+    tables = [random_blocks(kind, 4, 64, rng) for kind in BLOCK_KINDS]
+    x = np.zeros((1, 64), dtype=np.float32)
+    with pytest.raises(Exception, match="not in the table"):
+        kernels(x, tables, np.array([4], dtype=np.int64))
+
+
+# -- the model against step 23's ----------------------------------------------------------
+
+CONFIG = dict(
+    model_type="llama",
+    vocab_size=300,
+    hidden_size=64,
+    intermediate_size=96,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    rope_theta=5000.0,
+    rms_norm_eps=1e-6,
+    max_position_embeddings=64,
+    tie_word_embeddings=False,
+)
+# Each layer's matrices: layers 0-2 one block type each (q, k, v fused; gate
+# and up fused), layer 3 a different kind for each matrix.
+LAYER_KINDS = [
+    dict.fromkeys(("q", "k", "v", "output", "gate", "up", "down"), kind) for kind in BLOCK_KINDS
+] + [dict(q="F32", k="Q4_1", v="BF16", output="F16", gate="Q8_0", up="Q4_0", down="BF16")]
+MODEL_KINDS = {"token_embd.weight": "Q8_0", "output.weight": "BF16"}
+
+
+def kind_of(name: str) -> str:
+    """The block type tensor `name` (llama.cpp's) is written in."""
+    if name in MODEL_KINDS:
+        return MODEL_KINDS[name]
+    if name.endswith("norm.weight"):
+        return "F32"
+    _, layer, part, _ = name.split(".")
+    short = part.removeprefix("attn_").removeprefix("ffn_")
+    return LAYER_KINDS[int(layer)][short]
+
+
+def write_file(path: Path, kinds=kind_of, **metadata_changes) -> Path:
+    """A tiny random Llama as a GGUF file, each tensor in the block type `kinds` names."""
+    state = read_safetensors(
+        write_random_llama(path.parent / "checkpoint", CONFIG) / "model.safetensors"
+    )
+    tensors = writer.llama_tensors(state, heads=4, kv_heads=2)
+    tensors = [(name, kinds(name), array) for name, _, array in tensors]
+    metadata = writer.llama_metadata(
+        layers=4, hidden=64, intermediate=96, heads=4, kv_heads=2, theta=5000.0, eps=1e-6,
+        context=64,
+    )  # fmt: skip
+    metadata["llama.vocab_size"] = (writer.U32, 300)
+    path.write_bytes(writer.gguf_bytes(metadata | metadata_changes, tensors).data)
+    return path
+
+
+@pytest.fixture(scope="module")
+def mixed_file(tmp_path_factory) -> Path:
+    """A tiny Llama GGUF with every kind of matrix the fast path reads."""
+    return write_file(tmp_path_factory.mktemp("gguf") / "mixed.gguf")
+
+
+PROMPT = [5, 17, 250, 3, 99, 42, 7]
+DECODED = 8
+
+
+def step23_logits(path: Path, tokens: list[int]) -> list[np.ndarray]:
+    """Step 23's last-position logits for the prompt, then for each of `tokens` fed after it."""
+    from max.experimental.tensor import Tensor
+
+    from solutions.solution_23 import compile_llama, empty_cache
+    from solutions.solution_29 import load_gguf_llama
+
+    model = load_gguf_llama(path)
+    forward = compile_llama(model)
+    keys, values = empty_cache(model.config)
+    logits, keys, values = forward(Tensor(np.array([PROMPT], dtype=np.int64)), keys, values)
+    results = [np.array(logits.to_numpy()[0, -1])]
+    for token in tokens:
+        ids = Tensor(np.array([[token]], dtype=np.int64))
+        logits, keys, values = forward(ids, keys, values)
+        results.append(np.array(logits.to_numpy()[0, -1]))
+    return results
+
+
+def test_the_fast_model_computes_step_23s_logits_from_every_kind_of_matrix(mixed_file):
+    from fast import llama
+    from fast.kernel_ops import kernels_built_for
+
+    model = llama.load_gguf(mixed_file)
+    kinds = model.config.kinds
+    assert {kinds[f"blk.{i}.attn_q"] for i in range(4)} == {*BLOCK_KINDS, "F32"}
+    generator = llama.FastLlamaGenerator(model, context=64)
+    greedy = list(generator.generate(PROMPT, DECODED))
+    fast_logits = [generator.prompt_logits(PROMPT)]
+    for position, token in enumerate(greedy[:-1]):
+        fast_logits.append(generator.decoded_logits(token, len(PROMPT) + position))
+    expected = step23_logits(mixed_file, greedy[:-1])
+    # Where the CPU has bfloat16 dot products, a bfloat16 matrix multiplies
+    # x rounded to bfloat16 (fast/gpt2.py's kernel): 8 bits of x, not 24.
+    tolerance = 4e-3 if kernels_built_for()[0] else 1e-4
+    for position, (ours, theirs) in enumerate(zip(fast_logits, expected, strict=True)):
+        scale = np.abs(theirs).max()
+        np.testing.assert_allclose(
+            ours, theirs, atol=tolerance * scale, err_msg=f"token {position}"
+        )
+    assert greedy == [int(np.argmax(logits)) for logits in expected]
+
+
+def test_a_file_the_fast_path_cannot_run_is_refused_by_name(tmp_path):
+    from fast import llama
+    from solutions.solution_29 import GGUFError
+
+    falcon = write_file(
+        tmp_path / "falcon.gguf", **{"general.architecture": (writer.STRING, "falcon")}
+    )
+    with pytest.raises(GGUFError, match="holds a 'falcon' model"):
+        llama.load_gguf(falcon)
+
+    def with_q5_0(name: str) -> str:
+        return "Q5_0" if name == "blk.1.ffn_down.weight" else kind_of(name)
+
+    q5_0 = write_file(tmp_path / "q5_0.gguf", kinds=with_q5_0)
+    with pytest.raises(GGUFError, match="blk.1.ffn_down is Q5_0; the fast path reads Q8_0"):
+        llama.load_gguf(q5_0)
