@@ -103,6 +103,7 @@ def test_sampling_is_reproducible_with_a_seed(checkpoint) -> None:
         (["--prompt", "hi", "--dtype", "float16"], "invalid choice"),
         (["--prompt", "hi", "--chat"], "--chat reads the chat template of a GGUF file"),
         (["--prompt", "hi", "--gguf", "a.gguf", "--weights", "b"], "give one"),
+        (["--prompt", "hi", "--step23", "--eager"], "--step23 runs a Llama-family model"),
     ],
 )
 def test_bad_arguments_are_usage_errors(args: list[str], phrase: str) -> None:

@@ -86,14 +86,16 @@ def generate(capfd, *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def test_it_decodes_step_23s_tokens_from_the_same_weights(state, tmp_path, capfd) -> None:
+@pytest.mark.parametrize("flags", [[], ["--step23"]], ids=["fast", "step23"])
+def test_it_decodes_step_23s_tokens_from_the_same_weights(state, tmp_path, capfd, flags) -> None:
+    """fast/llama.py (the default) and step 23's model (--step23) both."""
     from common.gguf_tokenizer import GGUFTokenizer
     from solutions.solution_23 import compile_llama, generate_llama, load_llama
     from solutions.solution_29 import read_gguf
 
     directory, tensors = state
     path = write_gguf(tmp_path / "tiny.gguf", tensors)
-    code, out, err = generate(capfd, "--gguf", str(path), "--prompt", PROMPT)
+    code, out, err = generate(capfd, "--gguf", str(path), "--prompt", PROMPT, *flags)
     assert code == 0, err
 
     tokenizer = GGUFTokenizer(read_gguf(path).metadata, str(path))
@@ -104,20 +106,32 @@ def test_it_decodes_step_23s_tokens_from_the_same_weights(state, tmp_path, capfd
     assert out == PROMPT + tokenizer.decode(expected[:end])
 
 
-def test_chat_renders_the_files_template(state, tmp_path, capfd, monkeypatch) -> None:
-    """--chat feeds the model the template's text, and prints the answer alone."""
+@pytest.mark.parametrize("flags", [[], ["--step23"]], ids=["fast", "step23"])
+def test_chat_renders_the_files_template(state, tmp_path, capfd, monkeypatch, flags) -> None:
+    """--chat feeds the model the template's text, stops at the file's end
+    token, and prints the answer alone."""
+    from common import gguf_tokenizer
+
     seen = {}
-    real = tool.llama_tokens
+    real_tally, real_encode = tool.Tally, gguf_tokenizer.GGUFTokenizer.encode
 
-    def spy(args, model, tokenizer, prompt_ids, sampling, end_id=None):
-        seen["text"], seen["end_id"] = tokenizer.decode(prompt_ids), end_id
-        return real(args, model, tokenizer, prompt_ids, sampling, end_id)
+    def spy_tally(tokens, end_id):
+        seen["end_id"] = end_id
+        return real_tally(tokens, end_id)
 
-    monkeypatch.setattr(tool, "llama_tokens", spy)
+    def spy_encode(self, text, **options):
+        seen.setdefault("text", text)  # the prompt's, before any other
+        return real_encode(self, text, **options)
+
+    monkeypatch.setattr(tool, "Tally", spy_tally)
+    monkeypatch.setattr(gguf_tokenizer.GGUFTokenizer, "encode", spy_encode)
     path = write_gguf(tmp_path / "chat.gguf", state[1])
-    code, out, err = generate(capfd, "--gguf", str(path), "--chat", "--prompt", PROMPT)
+    code, out, err = generate(capfd, "--gguf", str(path), "--chat", "--prompt", PROMPT, *flags)
     assert code == 0, err
-    assert seen == {"text": "user\nhello\nassistant\n", "end_id": 257}
+    assert seen == {
+        "text": "<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n",
+        "end_id": 257,
+    }
     assert not out.startswith(PROMPT)
 
 

@@ -118,17 +118,14 @@ def test_a_checkpoint_it_cannot_run_is_named(tmp_path: Path, changes: dict, said
         load_llama(tmp_path)
 
 
-def test_generate_runs_a_llama_checkpoint(tied) -> None:
+@pytest.mark.parametrize("flags", [[], ["--step23"]], ids=["fast", "step23"])
+def test_generate_runs_a_llama_checkpoint(tied, flags) -> None:
+    """On fast/llama.py by default, on step 23's model with --step23."""
     _, directory = tied
     result = run_tool(
         "tools.generate",
-        "--weights",
-        str(directory),
-        "--prompt",
-        "The quick brown fox",
-        "--max-new-tokens",
-        "5",
-        "--greedy",
+        *("--weights", str(directory), "--prompt", "The quick brown fox"),
+        *("--max-new-tokens", "5", "--greedy", *flags),
         timeout=600,
     )
     assert result.returncode == 0, result.stderr
@@ -148,6 +145,7 @@ def test_generate_runs_a_llama_checkpoint_on_the_cpu_where_max_would_use_a_gpu(
     _, directory = tied
     devices = tutorial_model_devices(monkeypatch, "solutions.solution_23", "load_llama")
     argv = ["--weights", str(directory), "--prompt", "Hi", "--max-new-tokens", "2", "--greedy"]
+    argv.append("--step23")
     with default_device(stand_in_device()):
         assert generate.main(argv) == 0, capsys.readouterr().err
     assert devices == ["CPU"]

@@ -4,9 +4,11 @@ Loads a GPT-2 checkpoint (safetensors, no torch), builds the model from
 solutions/ (or from your own steps/ with --steps), and streams the tokens as
 they come, then prints how fast it went. A Llama-style checkpoint (config.json's
 model_type "llama": SmolLM2, Llama 3.2 and their relatives) runs on Part II's
-model, step 23's, compiled with its cache; so does a Llama-family GGUF file
-(--gguf, read by step 29's reader, its tokenizer and chat template from the
-file's metadata; --chat asks an instruct model a question).
+model, step 23's, compiled with its cache. A Llama-family GGUF file (--gguf,
+its tokenizer and chat template from the file's metadata; --chat asks an
+instruct model a question) runs on fast/llama.py, which keeps the file's
+blocks as they are; --step23 runs it on step 23's model instead, the weights
+widened by step 29's reader.
 """
 
 from __future__ import annotations
@@ -92,6 +94,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="decode with step 17's compiled model and KV cache instead of fast/gpt2.py "
         "(the CPU, float32)",
     )
+    parser.add_argument(
+        "--step23",
+        action="store_true",
+        help="a Llama-family model (--gguf, or a Llama checkpoint): decode with step 23's "
+        "compiled model (a GGUF file's weights widened by step 29's reader) instead of "
+        "fast/llama.py",
+    )
     return parser.parse_args(argv)
 
 
@@ -121,6 +130,10 @@ def validate(args: argparse.Namespace) -> None:
         raise UsageError("--chat reads the chat template of a GGUF file: give --gguf FILE.")
     if args.gguf and args.weights:
         raise UsageError("--gguf and --weights each name the model to run: give one.")
+    if args.step23 and (args.eager or args.step17):
+        raise UsageError(
+            "--step23 runs a Llama-family model: drop --eager / --step17, or --step23."
+        )
 
 
 def tutorial_flags(args: argparse.Namespace) -> list[str]:
@@ -247,40 +260,81 @@ def refuse_gpt2_only_flags(args: argparse.Namespace, what: str) -> None:
         gpt2_only.append("--device gpu / --dtype bfloat16")
     if gpt2_only:
         raise UsageError(
-            f"{what} is a Llama-style model, which runs on step 23's compiled model "
-            f"(CPU, float32); {gpt2_only[0]} is for GPT-2 only: drop it."
+            f"{what} is a Llama-style model, which runs on the CPU (fast/llama.py, or step "
+            f"23's compiled model with --step23); {gpt2_only[0]} is for GPT-2 only: drop it."
         )
 
 
 def llama_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str], object]:
-    """A Llama-style checkpoint on step 23's model, compiled with its KV cache."""
+    """A Llama-style checkpoint on fast/llama.py, or on step 23's model
+    (--step23), compiled with its KV cache."""
     from solutions.solution_23 import load_llama
 
     refuse_gpt2_only_flags(args, str(directory / checkpoint.CONFIG))
+    prompt_ids = tokenizer.encode(args.prompt)
+    if not args.step23:
+        from fast import llama as fast_llama
+
+        model = checkpoint_model(directory, fast_llama.load_checkpoint)
+        check_fits(args, tokenizer, model.config, cached=True, prompt_ids=prompt_ids)
+        pieces, _ = fast_llama_tokens(args, model, tokenizer, prompt_ids, sampling)
+        return pieces, model.config
     model = checkpoint_model(directory, load_llama)
-    check_fits(args, tokenizer, model.config, cached=True)
-    pieces, _ = llama_tokens(args, model, tokenizer, tokenizer.encode(args.prompt), sampling)
+    check_fits(args, tokenizer, model.config, cached=True, prompt_ids=prompt_ids)
+    pieces, _ = llama_tokens(args, model, tokenizer, prompt_ids, sampling)
     return pieces, model.config
 
 
 def gguf_pieces(args, sampling) -> tuple[Iterator[str], Tally]:
-    """A Llama-family GGUF file (step 29's reader) on step 23's model: the
-    tokenizer and chat template from the file; decoding stops at its end token.
-    What the file cannot give is found before the weights are widened."""
+    """A Llama-family GGUF file on fast/llama.py, or with --step23 (or
+    --steps, your step 29's reader) on step 23's model: the tokenizer and chat
+    template from the file; decoding stops at its end token. What the file
+    cannot give is found before the weights are loaded."""
     from common.gguf_tokenizer import GGUFTokenizer
 
     refuse_gpt2_only_flags(args, str(args.gguf))
+    tutorial = args.step23 or args.steps
     (reader,) = code_modules(args.steps, (29,))  # --steps: your reader, steps/step_29.py
     with failures_of(reader.GGUFError):
         gguf = reader.read_gguf(args.gguf)
-        config = reader.llama_config(gguf)  # another architecture is refused by name
+        if tutorial:
+            config = reader.llama_config(gguf)  # another architecture is refused by name
+        else:
+            from fast import llama as fast_llama
+
+            config = fast_llama.fast_config(gguf)
     tokenizer = GGUFTokenizer(gguf.metadata, str(args.gguf))
     text = tokenizer.chat_prompt(args.prompt) if args.chat else args.prompt
     prompt_ids = tokenizer.encode(text, add_bos=False if args.chat else None)
     check_fits(args, tokenizer, config, cached=True, prompt_ids=prompt_ids)
+    if not tutorial:
+        with failures_of(reader.GGUFError):
+            model = fast_llama.load_gguf(gguf)
+        return fast_llama_tokens(
+            args, model, tokenizer, prompt_ids, sampling, end_id=tokenizer.eos_id
+        )
     with failures_of(reader.GGUFError):
         model = checkpoint_model(args.gguf, lambda _: reader.load_gguf_llama(gguf))
     return llama_tokens(args, model, tokenizer, prompt_ids, sampling, end_id=tokenizer.eos_id)
+
+
+def fast_llama_tokens(args, model, tokenizer, prompt_ids, sampling, end_id=None):
+    """fast/llama.py's model compiled with its cache (MAX's cache serves every
+    checkpoint of the same shapes and block types), decoding `prompt_ids`'s
+    continuation, which ends before `end_id` if it comes, and their tokens' tally."""
+    from fast import llama as fast_llama
+    from solutions.solution_14 import decode_stream
+
+    context = len(prompt_ids) + args.max_new_tokens
+    with progress(
+        "compiling the model (fast/llama.py, on cpu)",
+        note="the first time on a machine: several minutes; then seconds",
+    ):
+        generator = fast_llama.FastLlamaGenerator(model, context=context)
+    print(file=sys.stderr, flush=True)
+    tokens = generator.generate(prompt_ids, args.max_new_tokens, **sampling)
+    tally = Tally(tokens, end_id)
+    return decode_stream(tokenizer, tally), tally
 
 
 @contextmanager
@@ -358,6 +412,8 @@ def run(args: argparse.Namespace) -> None:
     directory = checkpoint.resolve(args.weights, args.model, (checkpoint.GPT2, checkpoint.LLAMA))
     tokenizer = Tokenizer(directory)
     llama = checkpoint.model_type(directory) == checkpoint.LLAMA
+    if args.step23 and not llama:
+        raise UsageError(f"--step23 runs a Llama-family model; {directory} holds GPT-2: drop it.")
     if llama:
         produce = llama_pieces
     else:
@@ -375,7 +431,7 @@ def run(args: argparse.Namespace) -> None:
 
 
 def run_gguf(args: argparse.Namespace, sampling: dict) -> None:
-    """--gguf: step 23's model on the CPU, in float32, the file's weights widened."""
+    """--gguf: fast/llama.py on the CPU, or step 23's model (--step23)."""
     args.gguf = gguf_file(args.gguf)
     with max_runtime.on_the_cpu(), max_runtime.stdout_for_text_only():
         started = time.perf_counter()
