@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from common import smollm2
-from common.cli import UsageError
-from devtools.bench import llama, llama_gguf
+from common.cli import Failure, UsageError
+from devtools.bench import gguf_files, llama, llama_gguf
 from devtools.bench.stats import summary
 
 BOOK_TABLE = Path(__file__).resolve().parents[1] / "docs/src/bench/llama_gguf_decode.md"
@@ -177,3 +177,78 @@ def test_a_run_without_llama_cpp_says_why_in_the_table() -> None:
 def test_the_books_table_is_what_the_report_makes_of_its_data() -> None:
     data = json.loads(BOOK_TABLE.with_suffix(".json").read_text())
     assert BOOK_TABLE.read_text() == llama.report(data)
+
+
+# -- the file's variants ---------------------------------------------------------
+
+
+def fake_quantize(made: list):
+    """A quantizer that writes a GGUF-looking file naming what it was made
+    from, and records each call."""
+
+    def quantize(source: Path, out: Path, file_type: str) -> None:
+        made.append((source.name, file_type))
+        out.write_bytes(b"GGUF" + f" {file_type} of {source.name}".encode())
+
+    return quantize
+
+
+def test_the_source_is_named_by_its_block_type() -> None:
+    assert gguf_files.source_name(Path("SmolLM2-135M-Instruct.Q4_1.gguf")) == "q4_1"
+    assert gguf_files.source_name(Path("model.gguf")) == "source"
+    assert gguf_files.known_names(Path("m.Q8_0.gguf")) == ["q8_0", "f32", "q4_0", "bf16"]
+
+
+def test_variants_come_from_the_float32_file_made_once(tmp_path: Path) -> None:
+    source = tmp_path / "m.Q4_1.gguf"
+    source.write_bytes(b"GGUF source")
+    made: list = []
+    paths, why = gguf_files.files(
+        source, ["q4_1", "q4_0", "bf16"], fake_quantize(made), tmp_path / "kept"
+    )
+    assert why is None and paths["q4_1"] == source
+    assert made == [
+        ("m.Q4_1.gguf", "LLAMA_FTYPE_ALL_F32"),
+        ("f32.gguf", "LLAMA_FTYPE_MOSTLY_Q4_0"),
+        ("f32.gguf", "LLAMA_FTYPE_MOSTLY_BF16"),
+    ]
+    assert paths["q4_0"].read_bytes() == b"GGUF LLAMA_FTYPE_MOSTLY_Q4_0 of f32.gguf"
+    again: list = []
+    assert gguf_files.files(source, ["q4_0", "bf16"], fake_quantize(again), tmp_path / "kept")[
+        0
+    ] == {"q4_0": paths["q4_0"], "bf16": paths["bf16"]}
+    assert again == []  # kept from the first run
+
+
+def test_a_changed_source_or_a_partial_file_is_made_again(tmp_path: Path) -> None:
+    source = tmp_path / "m.Q4_1.gguf"
+    source.write_bytes(b"GGUF source")
+    made: list = []
+    first = gguf_files.variant(source, "f32", fake_quantize(made), tmp_path)
+    first.write_bytes(b"")  # cut short: not a whole GGUF file
+    assert gguf_files.variant(source, "f32", fake_quantize(made), tmp_path) == first
+    assert len(made) == 2 and first.read_bytes().startswith(b"GGUF")
+    source.write_bytes(b"GGUF another source")
+    assert gguf_files.variant(source, "f32", fake_quantize(made), tmp_path) != first
+    assert len(made) == 3
+
+
+def test_a_quantizer_that_writes_no_gguf_file_is_a_failure(tmp_path: Path) -> None:
+    source = tmp_path / "m.Q4_1.gguf"
+    source.write_bytes(b"GGUF source")
+
+    def broken(source: Path, out: Path, file_type: str) -> None:
+        out.write_bytes(b"oops")
+
+    with pytest.raises(Failure, match="no GGUF file"):
+        gguf_files.variant(source, "f32", broken, tmp_path / "kept")
+    assert list((tmp_path / "kept").rglob("*.gguf*")) == []
+
+
+def test_without_llama_cpp_the_file_alone_is_measured(tmp_path: Path) -> None:
+    source = tmp_path / "m.Q4_1.gguf"
+    source.write_bytes(b"GGUF source")
+    paths, why = gguf_files.files(source, ["q4_1", "q8_0"], None, tmp_path)
+    assert paths == {"q4_1": source}
+    assert "llama.cpp is not installed" in why and "\n" not in why
+    assert gguf_files.files(source, ["q4_1"], None, tmp_path) == ({"q4_1": source}, None)
