@@ -24,6 +24,7 @@ from __future__ import annotations
 import gc
 import importlib.util
 import os
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -377,6 +378,8 @@ def measure_file(
     from solutions.solution_29 import read_gguf
 
     gguf = read_gguf(path)  # step 29's reader, once for every use of the file
+    line = file_line(gguf)  # the block types the quantizer really wrote
+    print(f"{name}: {line}", file=sys.stderr, flush=True)
     tokenizer = transformers_tokenizer(path)
     prompt, long = chat_prompt(tokenizer), long_prompt(tokenizer)
     context = max(len(prompt) + max(lengths), len(long)) + 16
@@ -397,7 +400,7 @@ def measure_file(
     reference_tokens = results["tokens_made"].get(REFERENCE, [])
     return dict(
         name=name,
-        file=file_line(gguf),
+        file=line,
         prompt_tokens=len(prompt),
         left_out=left_out,
         answer=tokenizer.decode(reference_tokens[:AGREEMENT_TOKENS]),
@@ -422,7 +425,7 @@ def measure(
     with progress("llama.cpp's quantizer making the files' variants (once)"):
         paths, files_left_out = gguf_files.files(path, names, gguf_files.llama_cpp_quantize())
     if files_left_out:
-        print(files_left_out, flush=True)
+        print(files_left_out, file=sys.stderr, flush=True)
     with progress("building the memory read probe's sum kernel"):
         probe = ReadProbe((PROBE_MB,), best_of=3)
     monitor = machine.LoadMonitor()

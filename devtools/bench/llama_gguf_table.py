@@ -14,7 +14,8 @@ def format_report(data: dict) -> str:
         return format_one_file(data)
     from devtools.bench.llama import table_head
 
-    lengths = ", ".join(str(n) for n in data["lengths"])
+    *most, last = [str(n) for n in data["lengths"]]
+    lengths = f"{', '.join(most)} and {last}" if most else last
     lines = table_head(
         data,
         "SmolLM2-135M-Instruct's GGUF file and llama.cpp's requantizations of it, batch 1; "
@@ -47,7 +48,7 @@ def file_table(file: dict, lengths: list[int], n: str, reference: str) -> list[s
         "MB a token reads",
         *(f"decode, {length} tokens" for length in lengths),
         "first token",
-        "prompt",
+        "prompt, tokens/s",
         f"ours / it, {n} tokens",
         "of the read rate",
         "greedy tokens as ours",
@@ -90,7 +91,7 @@ def row(label: str, file: dict, key: str, n: str) -> str:
         f"{file['bytes_per_token'][key] / 1e6:.0f}",
         *(stats.format_spread(s, " tok/s", 1) for s in summary["decode_tok_s"].values()),
         stats.format_spread(summary["first_token_ms"], " ms", 0),
-        stats.format_spread(summary["prompt_tok_s"], " tok/s", 0),
+        stats.format_spread(summary["prompt_tok_s"], "", 0),
         stats.format_spread(ratio, "x") if ratio else "-",
         stats.format_percent(file["reads"][key][n]),
         f"the first {agreement['agree']} of {agreement['of']}" if agreement else "-",
