@@ -385,7 +385,7 @@ def measure_file(
     context = max(len(prompt) + max(lengths), len(long)) + 16
     with progress(f"loading and compiling the contenders on {path.name}"):
         contenders, left_out, costs = file_contenders(path, gguf, wanted, context)
-    with progress(f"{rounds} rounds on {path.name}"):
+    with progress(f"measuring on {path.name}, {rounds} round{'s' * (rounds > 1)}"):
         samples = interleaved_runs(
             contenders,
             prompt,

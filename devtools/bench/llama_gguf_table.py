@@ -22,7 +22,7 @@ def format_report(data: dict) -> str:
         f"a chat prompt, then {lengths} tokens greedy; "
         f"a {data['long_prompt_tokens']}-token prompt timed to its first token; "
         f"{data['threads']} threads for llama.cpp and PyTorch; "
-        f"{data['rounds']} interleaved rounds after a warm-up.",
+        f"{data['rounds']} interleaved round{'s' * (data['rounds'] > 1)} after a warm-up.",
         [],  # each file's table has its own
     )
     n = str(data["headline"])
