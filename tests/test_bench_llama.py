@@ -12,6 +12,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from common import smollm2
@@ -501,3 +502,74 @@ def test_files_left_out_are_said_once_above_the_tables() -> None:
     data["files_left_out"] = "llama.cpp is not installed, so ...; measured the file alone (q4_1)"
     report = llama.report(data)
     assert "\nllama.cpp is not installed, so ...; measured the file alone (q4_1).\n" in report
+
+
+# -- on a tiny Llama file: llama.cpp's quantizer, and qmatmul's blocks ------------------
+
+
+def tiny_llama_gguf(path: Path, kind: str) -> Path:
+    """A one-layer Llama GGUF of random weights (tests/reference_gguf.py), its
+    matrices in `kind`, written as llama.cpp's converter would."""
+    from tests import reference_gguf as ref
+
+    hidden, inner, kv_rows = TINY["hidden_size"], TINY["intermediate_size"], 32
+    shapes = {"model.embed_tokens.weight": (TINY["vocab_size"], hidden)}
+    shapes["model.norm.weight"] = (hidden,)
+    layer = {
+        "self_attn.q_proj": (hidden, hidden),
+        "self_attn.k_proj": (kv_rows, hidden),
+        "self_attn.v_proj": (kv_rows, hidden),
+        "self_attn.o_proj": (hidden, hidden),
+        "mlp.gate_proj": (inner, hidden),
+        "mlp.up_proj": (inner, hidden),
+        "mlp.down_proj": (hidden, inner),
+        "input_layernorm": (hidden,),
+        "post_attention_layernorm": (hidden,),
+    }
+    shapes |= {f"model.layers.0.{name}.weight": shape for name, shape in layer.items()}
+    rng = np.random.default_rng(0)
+    state = {name: rng.standard_normal(shape).astype(np.float32) for name, shape in shapes.items()}
+    heads, kv_heads = TINY["num_attention_heads"], TINY["num_key_value_heads"]
+    metadata = ref.llama_metadata(
+        layers=1, hidden=hidden, intermediate=inner, heads=heads, kv_heads=kv_heads,
+        theta=1e4, eps=1e-5, context=64,
+    )  # fmt: skip
+    path.write_bytes(ref.gguf_bytes(metadata, ref.llama_tensors(state, heads, kv_heads, kind)).data)
+    return path
+
+
+def test_llama_cpps_quantizer_makes_each_variant(tmp_path: Path) -> None:
+    pytest.importorskip("llama_cpp")
+    from solutions.solution_29 import read_gguf
+
+    source = tiny_llama_gguf(tmp_path / "tiny.Q4_1.gguf", "Q4_1")
+    names = gguf_files.known_names(source)
+    paths, why = gguf_files.files(source, names, gguf_files.llama_cpp_quantize(), tmp_path)
+    assert why is None and list(paths) == ["q4_1", "f32", "q8_0", "q4_0", "bf16"]
+    for name, path in paths.items():
+        projections = {
+            info.kind
+            for key, info in read_gguf(path).tensors.items()
+            if llama_gguf.is_projection(key)
+        }
+        assert projections == {name.upper()}, name
+    assert {info.kind for info in read_gguf(paths["f32"]).tensors.values()} == {"F32"}
+
+
+def test_qmatmuls_layers_hold_the_files_blocks_in_step_19s_row_order(tmp_path: Path) -> None:
+    from common.ggml_blocks import BLOCK_FORMATS
+    from devtools.bench import max_qmatmul
+    from solutions.solution_29 import load_gguf_llama, read_gguf
+
+    gguf = read_gguf(tiny_llama_gguf(tmp_path / "tiny.Q4_0.gguf", "Q4_0"))
+    widened = load_gguf_llama(gguf).model.layers[0]
+    blocks = max_qmatmul.with_quantized_layers(load_gguf_llama(gguf), gguf).model.layers[0]
+    form = BLOCK_FORMATS["Q4_0"]
+    for module, attribute in max_qmatmul.PROJECTIONS.values():
+        weight = getattr(getattr(widened, module), attribute).weight.to_numpy()
+        linear = getattr(getattr(blocks, module), attribute)
+        assert linear.encoding is max_qmatmul.ENCODINGS["Q4_0"]
+        stored = linear.blocks.to_numpy()
+        assert np.array_equal(
+            form.widen(stored.reshape(-1, form.size)).reshape(weight.shape), weight
+        )
