@@ -45,7 +45,9 @@ and not kept.
 Parts II and III have a bench each, one table for their step's page, on the
 command line they share (`command.py`): `llama.py` (python -m
 devtools.bench.llama) decodes step 23's model against transformers' (with
---gguf, SmolLM2-135M-Instruct's own GGUF file, llama.cpp too: `llama_gguf.py`), and
+--gguf, SmolLM2-135M-Instruct's own GGUF file and llama.cpp's requantizations
+of it, `gguf_files.py`, with llama.cpp and MAX's qmatmul too: `llama_gguf.py`,
+`max_qmatmul.py`, its tables `llama_gguf_table.py`), and
 `mla.py` (python -m devtools.bench.mla) one attention layer four ways, steps
 21, 24 and 25.
 """

@@ -2,7 +2,8 @@
 decoding the same weights on this CPU.
 
     python -m devtools.bench.llama [--tokens 64] [--rounds 3] [--out docs/src/bench/llama_decode.md]
-    python -m devtools.bench.llama --gguf [FILE] [--out docs/src/bench/llama_gguf_decode.md]
+    python -m devtools.bench.llama --gguf [FILE] [--files q4_1,q8_0,q4_0,bf16,f32]
+        [--tokens 32,128,512] [--contenders ours,llama.cpp] [--out docs/src/bench/llama_gguf_decode.md]
 
 Both run a SmolLM2-135M-shaped checkpoint of random weights written here
 (30 layers, 9 query heads sharing 3 key/value heads, hidden 576, vocabulary
@@ -17,7 +18,9 @@ thread pool has stopped spinning). Random weights make no text; the work per
 token is the real model's.
 
 --gguf runs the real model instead: SmolLM2-135M-Instruct's GGUF file (or
-FILE), against transformers and llama.cpp on the same file (llama_gguf.py).
+FILE), against transformers and llama.cpp on the same file (llama_gguf.py);
+--files adds llama.cpp's requantizations of it (gguf_files.py), each
+measured in turn, and --tokens takes several lengths.
 """
 
 from __future__ import annotations
@@ -190,15 +193,11 @@ def measure(directory: Path, count: int, rounds: int) -> dict:
 
 def table_head(data: dict, what_ran: str, columns: list[str]) -> list[str]:
     """The lines above a table's rows: the machine and what ran on it, its
-    load meanwhile, the columns."""
-    return [
-        f"Machine: {data['machine']}. {what_ran}",
-        "",
-        reporting.load_line(data["load"]),
-        "",
-        "| " + " | ".join(columns) + " |",
-        "|" + "---|" * len(columns),
-    ]
+    load meanwhile, the columns (none where each table below has its own)."""
+    lines = [f"Machine: {data['machine']}. {what_ran}", "", reporting.load_line(data["load"])]
+    if columns:
+        lines += ["", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    return lines
 
 
 def format_report(data: dict) -> str:
@@ -224,9 +223,31 @@ def format_report(data: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def comma_list(text: str) -> list[str]:
+    """ "a,b, c" -> ["a", "b", "c"]."""
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def lengths(text: str) -> list[int]:
+    """--tokens: one length or several, "32,128,512"."""
+    try:
+        return [int(item) for item in comma_list(text)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a length or lengths like 32,128,512"
+        ) from None
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    from devtools.bench import gguf_files, llama_gguf
+
     parser = command.parser("devtools.bench.llama", __doc__, rounds=3)
-    parser.add_argument("--tokens", type=int, help="tokens per run (default 64; 128 with --gguf)")
+    parser.add_argument(
+        "--tokens",
+        type=lengths,
+        help="tokens per run (default 64); with --gguf one length or several, "
+        f"comma-separated (default {','.join(map(str, llama_gguf.LENGTHS))})",
+    )
     parser.add_argument(
         "--layers",
         type=int,
@@ -241,12 +262,33 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="run a real GGUF file (default: SmolLM2-135M-Instruct's) against transformers "
         "and llama.cpp on the same file",
     )
+    parser.add_argument(
+        "--files",
+        type=comma_list,
+        metavar="NAMES",
+        help="with --gguf: the file as given (by its block type, e.g. q4_1) and llama.cpp's "
+        f"variants of it, comma-separated, from {','.join(gguf_files.VARIANTS)} "
+        "(default: the file alone)",
+    )
+    parser.add_argument(
+        "--contenders",
+        type=comma_list,
+        metavar="KEYS",
+        help=f"with --gguf: which contenders run, comma-separated, from "
+        f"{','.join(llama_gguf.CONTENDERS)} (default: all)",
+    )
     args = parser.parse_args(argv)
+    if args.gguf is None:
+        for option in ("files", "contenders"):
+            if getattr(args, option) is not None:
+                parser.error(f"--{option} is for --gguf's files")
+        if args.tokens is not None and len(args.tokens) > 1:
+            parser.error("--tokens takes one length without --gguf")
     if args.gguf is not None and args.layers is not None:
         parser.error("--layers is for the random checkpoint; --gguf runs the file's layers")
-    args.tokens = args.tokens or (128 if args.gguf is not None else 64)
+    args.tokens = args.tokens or (list(llama_gguf.LENGTHS) if args.gguf is not None else [64])
     args.layers = args.layers or SMOLLM2_135M["num_hidden_layers"]
-    if args.tokens < 2 or args.rounds < 1 or args.layers < 1:
+    if min(args.tokens) < 2 or args.rounds < 1 or args.layers < 1:
         parser.error("--tokens must be at least 2, --rounds and --layers at least 1")
     if args.gguf is SMOLLM2_FILE:
         args.gguf = smollm2.gguf_path()
@@ -254,7 +296,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
             parser.error(f"SmolLM2-135M-Instruct's GGUF file is not installed: `{smollm2.INSTALL}`")
     elif args.gguf is not None and not args.gguf.is_file():
         parser.error(f"{args.gguf} is not a file")
+    if args.gguf is not None:
+        check_names(parser, "--files", args.files, gguf_files.known_names(args.gguf))
+        check_names(parser, "--contenders", args.contenders, list(llama_gguf.CONTENDERS))
+        args.contenders = args.contenders or list(llama_gguf.CONTENDERS)
+        args.files = args.files or [gguf_files.source_name(args.gguf)]
     return args
+
+
+def check_names(parser, option: str, given: list[str] | None, known: list[str]) -> None:
+    """A usage error naming what `option` takes when it names anything else."""
+    unknown = [name for name in given or [] if name not in known]
+    if unknown:
+        parser.error(f"{option} takes {', '.join(known)}, not {', '.join(unknown)}")
 
 
 def measure_args(args: argparse.Namespace) -> dict:
@@ -263,19 +317,19 @@ def measure_args(args: argparse.Namespace) -> dict:
     if args.gguf is not None:
         from devtools.bench import llama_gguf
 
-        return llama_gguf.measure(args.gguf, args.tokens, args.rounds)
+        return llama_gguf.measure(args.gguf, args.tokens, args.rounds, args.files, args.contenders)
     config = dict(SMOLLM2_135M, num_hidden_layers=args.layers)
     with tempfile.TemporaryDirectory() as scratch:
         directory = write_random_llama(Path(scratch) / "smollm2-135m-random", config)
-        return measure(directory, args.tokens, args.rounds)
+        return measure(directory, args.tokens[0], args.rounds)
 
 
 def report(data: dict) -> str:
     """The table of either mode, from its data."""
-    if "file" in data:
-        from devtools.bench import llama_gguf
+    if "file" in data or "files" in data:
+        from devtools.bench import llama_gguf_table
 
-        return llama_gguf.format_report(data)
+        return llama_gguf_table.format_report(data)
     return format_report(data)
 
 

@@ -1,37 +1,67 @@
-"""The Llama bench on a real GGUF file (`python -m devtools.bench.llama --gguf`):
-SmolLM2-135M-Instruct's own file, decoded by step 23's model, by transformers
-and by llama.cpp.
+"""The Llama bench on real GGUF files (`python -m devtools.bench.llama --gguf`):
+SmolLM2-135M-Instruct's own file, and the same model requantized by
+llama.cpp's own quantizer (gguf_files.py), each decoded by step 23's model,
+by transformers, by llama.cpp and by the other contenders below.
 
-The file keeps its matrices in ggml's Q4_1 blocks and its token embedding in
-Q8_0. Step 23's model and transformers widen them to float32 when they load
-and compute in float32; llama.cpp computes from the blocks as stored, reading
-under a fifth of the bytes a token. All three get the same token ids (the
-file's chat template around one question) and choose each next token
-greedily, with no stop token, so every run makes the same number of tokens.
-Same rounds, medians and paired ratios as the random-weight mode (llama.py);
-besides, how many leading greedy tokens of each peer are ours.
+SmolLM2's file keeps its matrices in ggml's Q4_1 blocks and its token
+embedding in Q8_0. Step 23's model and transformers widen a file's blocks
+to float32 when they load and compute in float32; llama.cpp computes from
+the blocks as stored, reading under a fifth of the bytes a token. All get
+the same token ids (the file's chat template around one question) and
+choose each next token greedily, with no stop token, so every run makes the
+same number of tokens; besides, a 512-token prompt (a paragraph of text,
+repeated) is timed to its first token. Each round runs every contender, in
+an order that rotates from round to round; right before each decode, the
+memory's read rate is probed (probe.py), so that a decode's tokens/s can be
+set against what the memory allowed it then. The table gives medians and
+min-max over the rounds, the reference's speed over each peer's, paired
+round by round, and how many leading greedy tokens of each agree with the
+reference's.
 """
 
 from __future__ import annotations
 
+import gc
+import importlib.util
+import os
+import sys
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from devtools.bench import machine, stats
+from devtools.bench import gguf_files, machine, stats
 
 QUESTION = "Explain why the sky is blue."
-AGREEMENT_TOKENS = 32  # greedy tokens compared with ours
+# The long prompt's text, repeated until it makes LONG_PROMPT tokens.
+PARAGRAPH = (
+    "Sunlight is a mixture of every colour. As it crosses the atmosphere, it meets "
+    "molecules of nitrogen and oxygen far smaller than its wavelengths, and they "
+    "scatter it in every direction: the shorter the wavelength, the more, as the "
+    "inverse fourth power of the wavelength. Blue light is scattered several times "
+    "more than red, so the whole sky glows blue, while the sun itself looks a little "
+    "yellower than it is. At sunset the light crosses far more air, the blue is "
+    "scattered away before it arrives, and the reds and oranges remain. "
+)
+LONG_PROMPT = 512  # tokens of the prompt timed to its first token
+LENGTHS = (32, 128, 512)  # tokens decoded, by default
+HEADLINE = 128  # the length the ratios and read rates of the table are given at
+AGREEMENT_TOKENS = 32  # greedy tokens compared with the reference's
+PROBE_MB = 256  # the probe's array: far beyond the caches
 CONTENDERS = {
+    "fast": "ours, fast/ (the file's blocks as stored, our kernels)",
     "ours": "ours, step 23 (compiled, KV cache, float32 widened from the file)",
     "step 27": "ours, step 23 with step 27's Q8Linear (Q8_0 blocks widened in the graph)",
     "step 30": "ours, step 23 with step 30's kernel (Q8_0 blocks read as they are)",
+    "qmatmul": "MAX's qmatmul (step 23, its projections the file's blocks as stored)",
     "transformers": "transformers (PyTorch, float32 widened from the file)",
+    "transformers bf16": "transformers (PyTorch, bfloat16 from the file)",
     "llama.cpp": "llama.cpp (llama-cpp-python, the file's blocks as stored)",
 }
+# The row the others' speeds are set against: switch to "fast" once fast/llama.py exists.
+REFERENCE = "ours"
 
-# -- the file ---------------------------------------------------------------------
+# -- the file and the bytes a token reads ---------------------------------------------
 
 
 def file_line(gguf) -> str:
@@ -43,6 +73,54 @@ def file_line(gguf) -> str:
     return f"`{path.name}` ({path.stat().st_size / 1e6:.0f} MB; its tensors: {counts})"
 
 
+def is_projection(name: str) -> bool:
+    """Whether GGUF tensor `name` is one of a layer's seven projections."""
+    from devtools.bench.max_qmatmul import PROJECTIONS
+
+    return name.startswith("blk.") and name.split(".")[-2] in PROJECTIONS
+
+
+# How a contender holds each tensor: its block type, from the tensor's name and
+# its block type in the file.
+HOLDS: dict[str, Callable[[str, str], str]] = {
+    "as stored": lambda name, kind: kind,
+    "float32": lambda name, kind: "F32",
+    "bfloat16": lambda name, kind: "BF16",
+    "Q8_0 projections": lambda name, kind: "Q8_0" if is_projection(name) else "F32",
+    "stored projections": lambda name, kind: kind if is_projection(name) else "F32",
+}
+HELD_AS = {
+    "fast": "as stored",
+    "ours": "float32",
+    "step 27": "Q8_0 projections",
+    "step 30": "Q8_0 projections",
+    "qmatmul": "stored projections",
+    "transformers": "float32",
+    "transformers bf16": "bfloat16",
+    "llama.cpp": "as stored",
+}
+
+
+def bytes_per_token(tensors: Mapping, holds: Callable[[str, str], str]) -> int:
+    """The bytes of weights a decoded token reads: every tensor of the file
+    (step 29's TensorInfos by name) in the block type `holds` gives it, but
+    for the token embedding where the head is a tensor of its own (a token
+    then reads one row of it; tied, it is the head, read whole)."""
+    from common.ggml_blocks import BLOCK_FORMATS
+
+    untied = "output.weight" in tensors
+    total = 0
+    for name, info in tensors.items():
+        if untied and name == "token_embd.weight":
+            continue
+        form = BLOCK_FORMATS[holds(name, info.kind)]
+        numbers = 1
+        for dim in info.shape:
+            numbers *= dim
+        total += numbers // form.count * form.size
+    return total
+
+
 # -- the contenders ---------------------------------------------------------------
 
 
@@ -51,19 +129,24 @@ def stamped(tokens: Iterator[int]) -> list[tuple[int, float]]:
     return [(token, time.perf_counter()) for token in tokens]
 
 
-def tokenizer_and_transformers(path: Path):
-    """transformers' tokenizer and float32 model, both read from the GGUF file;
-    the model chooses greedily with no stop token, as ours and llama.cpp do."""
+def transformers_tokenizer(path: Path):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+
+
+def transformers_model(path: Path, dtype: str):
+    """transformers' model read from the GGUF file, in `dtype` ("float32",
+    "bfloat16"); it chooses greedily with no stop token, as the others do."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     torch.set_num_threads(machine.usable_cpus())
-    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     model = AutoModelForCausalLM.from_pretrained(
-        path.parent, gguf_file=path.name, dtype=torch.float32
+        path.parent, gguf_file=path.name, dtype=getattr(torch, dtype)
     ).eval()
     model.generation_config.eos_token_id = None
-    return tokenizer, model
+    return model
 
 
 def chat_prompt(tokenizer) -> list[int]:
@@ -73,6 +156,12 @@ def chat_prompt(tokenizer) -> list[int]:
     )
     ids = ids["input_ids"] if isinstance(ids, Mapping) else ids
     return [int(token) for token in ids]
+
+
+def long_prompt(tokenizer, length: int = LONG_PROMPT) -> list[int]:
+    """PARAGRAPH, tokenized by the file's tokenizer, repeated to `length` tokens."""
+    paragraph = [int(token) for token in tokenizer.encode(PARAGRAPH, add_special_tokens=False)]
+    return (paragraph * (length // len(paragraph) + 1))[:length]
 
 
 def llama_cpp(path: Path, context: int):
@@ -87,18 +176,15 @@ def llama_cpp(path: Path, context: int):
     return lambda prompt, count: stamped(generator.stream(prompt, count)), None
 
 
-# -- the run and its table --------------------------------------------------------
+def fast_contender(path: Path):
+    """fast/'s Llama on the file, its blocks as stored; None and why where
+    fast/llama.py is not in this tree or cannot load the file."""
+    if importlib.util.find_spec("fast.llama") is None:
+        return None, "fast/llama.py is not in this tree"
+    from fast import llama as fast_llama
 
-
-def leading_agreement(ours: list[int], theirs: list[int], window: int) -> int:
-    """How many of the first `window` tokens are the same before the first
-    that differs (after it, each continues its own text)."""
-    agree = 0
-    for mine, other in zip(ours[:window], theirs[:window], strict=False):
-        if mine != other:
-            break
-        agree += 1
-    return agree
+    generator = fast_llama.FastLlamaGenerator(fast_llama.load_gguf(path))
+    return lambda prompt, count: stamped(generator.generate(prompt, count)), None
 
 
 def with_q8_layers(model, linear_class):
@@ -122,101 +208,247 @@ def with_q8_layers(model, linear_class):
     return model
 
 
-def q8_contenders(gguf) -> dict:
-    """Step 23's model from the file read already (step 29's GGUFFile) twice
-    more, its projections in Q8_0: through step 27's dequantize-then-matmul,
-    and through step 30's kernel."""
+def q8_linear(key: str):
+    """The Linear of contender "step 27" (step 27's Q8Linear) or "step 30"
+    (step 30's kernel around it)."""
+    from solutions.solution_27 import Q8Linear
+
+    if key == "step 27":
+        return Q8Linear
     from common import q8_kernel
     from common.steps import step
+
+    return q8_kernel.kernel_linear(q8_kernel.library(step(30).solution), Q8Linear)
+
+
+def file_contenders(path: Path, gguf, wanted: Sequence[str], context: int):
+    """The contenders in `wanted` that run on this file (step 29's GGUFFile
+    of it): {key: run}, {key: why it is left out}, and what loading ours took."""
     from devtools.bench import llama as bench
-    from solutions.solution_27 import Q8Linear
+    from devtools.bench import max_qmatmul
     from solutions.solution_29 import load_gguf_llama
 
-    kernel = q8_kernel.kernel_linear(q8_kernel.library(step(30).solution), Q8Linear)
-    return {
-        key: bench.ours(with_q8_layers(load_gguf_llama(gguf), linear))[0]
-        for key, linear in (("step 27", Q8Linear), ("step 30", kernel))
+    runs, left_out, costs = {}, {}, {}
+    if "fast" in wanted:
+        runs["fast"], why = fast_contender(path)
+        if why:
+            left_out["fast"] = why
+    if "ours" in wanted:
+        started = time.perf_counter()
+        model = load_gguf_llama(gguf)  # the file's weights widened
+        costs["load_seconds"] = time.perf_counter() - started
+        runs["ours"], costs["compile_seconds"] = bench.ours(model)
+    for key in ("step 27", "step 30"):
+        if key in wanted:
+            runs[key] = bench.ours(with_q8_layers(load_gguf_llama(gguf), q8_linear(key)))[0]
+    if "qmatmul" in wanted and max_qmatmul.unsupported(gguf) is None:
+        model = max_qmatmul.with_quantized_layers(load_gguf_llama(gguf), gguf)
+        runs["qmatmul"] = bench.ours(model)[0]
+    if "transformers" in wanted:
+        runs["transformers"] = bench.transformers_contender(transformers_model(path, "float32"))
+    if "transformers bf16" in wanted and max_qmatmul.projection_kinds(gguf) == {"BF16"}:
+        model = transformers_model(path, "bfloat16")
+        runs["transformers bf16"] = bench.transformers_contender(model)
+    if "llama.cpp" in wanted:
+        runs["llama.cpp"], why = llama_cpp(path, context)
+        if why:
+            left_out["llama.cpp"] = why
+    return {key: run for key, run in runs.items() if run is not None}, left_out, costs
+
+
+# -- the rounds ---------------------------------------------------------------------
+
+
+def interleaved_runs(
+    contenders: dict,
+    prompt: list[int],
+    long: list[int],
+    lengths: Sequence[int],
+    rounds: int,
+    probe: Callable[[], float],
+    settle: Callable[[], None],
+) -> dict[str, dict]:
+    """Each contender's runs, `rounds` rounds in rotating order after a
+    warm-up: in each, the long prompt timed to its first token (prompt_tok_s),
+    then each length decoded (runs[n], llama.timed_run's), each right after
+    the probe's reading of the memory (probe_gb_s[n]). `settle` runs before
+    each timed call: all run in this process, and the last one's thread pool
+    has to stop spinning first, or the next would share the cores with it."""
+    from devtools.bench.llama import timed_run
+
+    for key, run in contenders.items():  # warm-up: the first call of each pays extra
+        timed_run(key, run, prompt, 4)
+        run(long, 1)
+    samples = {
+        key: dict(
+            prompt_tok_s=[], runs={n: [] for n in lengths}, probe_gb_s={n: [] for n in lengths}
+        )
+        for key in contenders
     }
+    for order in stats.round_orders(list(contenders), rounds):
+        for key in order:
+            settle()
+            started = time.perf_counter()
+            arrived = contenders[key](long, 1)[0][1]
+            samples[key]["prompt_tok_s"].append(len(long) / (arrived - started))
+        for n in lengths:
+            for key in order:
+                settle()
+                samples[key]["probe_gb_s"][n].append(probe())
+                settle()
+                samples[key]["runs"][n].append(timed_run(key, contenders[key], prompt, n))
+    return samples
 
 
-def measure(path: Path, count: int, rounds: int) -> dict:
-    from devtools.bench import llama as bench
-    from solutions.solution_29 import load_gguf_llama, read_gguf
+def read_shares(tok_s: Sequence[float], gb_s: Sequence[float], bytes_read: int) -> list[float]:
+    """Each run's bytes read a second (tokens/s times the bytes a token
+    reads) over the memory's read rate probed right before it."""
+    return [t * bytes_read / (g * 1e9) for t, g in zip(tok_s, gb_s, strict=True)]
 
-    started = time.perf_counter()
-    gguf = read_gguf(path)  # step 29's reader, once for every use of the file
-    model = load_gguf_llama(gguf)  # the file's weights widened
-    load_seconds = time.perf_counter() - started
-    contenders = {}
-    contenders["ours"], compile_seconds = bench.ours(model)
-    contenders |= q8_contenders(gguf)
-    tokenizer, hf_model = tokenizer_and_transformers(path)
-    contenders["transformers"] = bench.transformers_contender(hf_model)
-    prompt = chat_prompt(tokenizer)
-    peer, left_out = llama_cpp(path, context=len(prompt) + count + 16)
-    if peer is not None:
-        contenders["llama.cpp"] = peer
-    samples, load = bench.interleaved(contenders, prompt, count, rounds)
-    tokens = {key: runs[0]["tokens"] for key, runs in samples.items()}
-    window = min(AGREEMENT_TOKENS, count)
-    peers = [key for key in contenders if key != "ours"]
+
+def file_results(samples: dict, bytes_read: dict[str, int], reference: str = REFERENCE) -> dict:
+    """The summaries of one file's samples (interleaved_runs'): each
+    contender's speeds, the reference over each peer round by round, the
+    share of the probed read rate, and its greedy tokens against the
+    reference's. Lengths become strings: the data is written as JSON."""
+
+    def speeds(key: str, n: int) -> list[float]:
+        return [run["decode_tok_s"] for run in samples[key]["runs"][n]]
+
+    lengths = list(next(iter(samples.values()))["runs"]) if samples else []
+    longest = max(lengths, default=0)
+    tokens = {key: sample["runs"][longest][0]["tokens"] for key, sample in samples.items()}
+    peers = [key for key in samples if key != reference] if reference in samples else []
+    window = min(AGREEMENT_TOKENS, longest)
     return dict(
-        machine=machine.machine_line(),
-        load=load,
-        file=file_line(gguf),
-        threads=machine.usable_cpus(),
-        prompt_tokens=len(prompt),
-        tokens=count,
-        rounds=rounds,
-        load_seconds=load_seconds,
-        compile_seconds=compile_seconds,
-        summaries=bench.summaries(samples),
-        ratios={peer: bench.paired_ratio(samples, "ours", peer) for peer in peers},
-        agreement={
-            peer: dict(agree=leading_agreement(tokens["ours"], tokens[peer], window), of=window)
+        summaries={
+            key: dict(
+                decode_tok_s={str(n): stats.summary(speeds(key, n)) for n in lengths},
+                first_token_ms=stats.summary(
+                    [run["first_token_ms"] for n in lengths for run in sample["runs"][n]]
+                ),
+                prompt_tok_s=stats.summary(sample["prompt_tok_s"]),
+            )
+            for key, sample in samples.items()
+        },
+        ratios={
+            peer: {
+                str(n): stats.summary(stats.paired_ratios(speeds(reference, n), speeds(peer, n)))
+                for n in lengths
+            }
             for peer in peers
         },
-        answer=tokenizer.decode(tokens["ours"][:AGREEMENT_TOKENS]),
+        bytes_per_token=bytes_read,
+        reads={
+            key: {
+                str(n): stats.summary(
+                    read_shares(speeds(key, n), sample["probe_gb_s"][n], bytes_read[key])
+                )
+                for n in lengths
+            }
+            for key, sample in samples.items()
+        },
+        agreement={
+            peer: dict(agree=leading_agreement(tokens[reference], tokens[peer], window), of=window)
+            for peer in peers
+        },
         tokens_made=tokens,
-        left_out={"llama.cpp": left_out} if left_out else {},
     )
 
 
-def format_report(data: dict) -> str:
-    from devtools.bench.llama import table_head
+def leading_agreement(ours: list[int], theirs: list[int], window: int) -> int:
+    """How many of the first `window` tokens are the same before the first
+    that differs (after it, each continues its own text)."""
+    agree = 0
+    for mine, other in zip(ours[:window], theirs[:window], strict=False):
+        if mine != other:
+            break
+        agree += 1
+    return agree
 
-    lines = table_head(
-        data,
-        f"The file: {data['file']}, batch 1, "
-        f"a {data['prompt_tokens']}-token chat prompt, {data['tokens']} tokens greedy, "
-        f"{data['threads']} threads for llama.cpp and PyTorch; "
-        f"{data['rounds']} interleaved rounds after a warm-up.",
-        ["contender", "decode", "first token", "ours / it, paired", "greedy tokens as ours"],
+
+# -- the run ------------------------------------------------------------------------
+
+
+def measure_file(
+    name: str, path: Path, lengths: Sequence[int], rounds: int, probe, wanted: Sequence[str]
+) -> dict:
+    """One file's contenders through interleaved_runs, and their results."""
+    from common.cli import progress
+    from solutions.solution_29 import read_gguf
+
+    gguf = read_gguf(path)  # step 29's reader, once for every use of the file
+    line = file_line(gguf)  # the block types the quantizer really wrote
+    print(f"{name}: {line}", file=sys.stderr, flush=True)
+    tokenizer = transformers_tokenizer(path)
+    prompt, long = chat_prompt(tokenizer), long_prompt(tokenizer)
+    context = max(len(prompt) + max(lengths), len(long)) + 16
+    with progress(f"loading and compiling the contenders on {path.name}"):
+        contenders, left_out, costs = file_contenders(path, gguf, wanted, context)
+    with progress(f"measuring on {path.name}, {rounds} round{'s' * (rounds > 1)}"):
+        samples = interleaved_runs(
+            contenders,
+            prompt,
+            long,
+            lengths,
+            rounds,
+            probe,
+            settle=lambda: machine.wait_until_idle([os.getpid()]),
+        )
+    bytes_read = {key: bytes_per_token(gguf.tensors, HOLDS[HELD_AS[key]]) for key in contenders}
+    results = file_results(samples, bytes_read)
+    reference_tokens = results["tokens_made"].get(REFERENCE, [])
+    return dict(
+        name=name,
+        file=line,
+        prompt_tokens=len(prompt),
+        left_out=left_out,
+        answer=tokenizer.decode(reference_tokens[:AGREEMENT_TOKENS]),
+        **costs,
+        **results,
     )
-    for key, label in CONTENDERS.items():
-        if key in data["summaries"]:
-            lines.append(row(label, data, key))
-    lines += [
-        "",
-        f"Ours read and widened the file's weights in {data['load_seconds']:.0f} s, then "
-        f"compiled in {data['compile_seconds']:.0f} s (the graph refers to the weights by name, so "
-        "MAX's cache serves every checkpoint of these shapes). Its answer begins: "
-        f'"{data["answer"].strip().splitlines()[0]} ..."',
-    ]
-    lines += [
-        f"{key} was not measured: {why.rstrip('.')}." for key, why in data["left_out"].items()
-    ]
-    return "\n".join(lines) + "\n"
 
 
-def row(label: str, data: dict, key: str) -> str:
-    """A contender's row: its speeds, ours over it, and its tokens against ours."""
-    summary = data["summaries"][key]
-    ratio, agreement = data["ratios"].get(key), data["agreement"].get(key)
-    ratio_cell = stats.format_spread(ratio, "x") if ratio else "-"
-    agreement_cell = f"the first {agreement['agree']} of {agreement['of']}" if agreement else "-"
-    return (
-        f"| {label} | {stats.format_spread(summary['decode_tok_s'], ' tok/s', 1)} "
-        f"| {stats.format_spread(summary['first_token_ms'], ' ms', 0)} "
-        f"| {ratio_cell} | {agreement_cell} |"
+def measure(
+    path: Path,
+    lengths: Sequence[int],
+    rounds: int,
+    names: Sequence[str] | None = None,
+    wanted: Sequence[str] = tuple(CONTENDERS),
+) -> dict:
+    """Every file of `names` (gguf_files': the file as given and llama.cpp's
+    variants of it) measured in turn, the contenders `wanted` on each."""
+    from common.cli import progress
+    from devtools.bench.probe import ReadProbe
+
+    names = names or [gguf_files.source_name(path)]
+    with progress("llama.cpp's quantizer making the files' variants (once)"):
+        paths, files_left_out = gguf_files.files(path, names, gguf_files.llama_cpp_quantize())
+    if files_left_out:
+        print(files_left_out, file=sys.stderr, flush=True)
+    with progress("building the memory read probe's sum kernel"):
+        probe = ReadProbe((PROBE_MB,), best_of=3)
+    monitor = machine.LoadMonitor()
+    measured = []
+    for name, file in paths.items():
+        measured.append(measure_file(name, file, lengths, rounds, probe, wanted))
+        gc.collect()  # this file's models go before the next file's load
+    return dict(
+        machine=machine.machine_line(),
+        load=monitor.finish(),
+        threads=machine.usable_cpus(),
+        lengths=list(lengths),
+        headline=headline(lengths),
+        long_prompt_tokens=LONG_PROMPT,
+        rounds=rounds,
+        reference=REFERENCE,
+        probe=stats.summary([max(reading.values()) for reading in probe.readings]),
+        files=measured,
+        files_left_out=files_left_out,
     )
+
+
+def headline(lengths: Sequence[int]) -> int:
+    """The length the table's ratios and read rates are given at: HEADLINE
+    where it was decoded, else the longest."""
+    return HEADLINE if HEADLINE in lengths else max(lengths)
