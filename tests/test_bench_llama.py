@@ -383,7 +383,7 @@ def test_file_results_pair_the_reference_with_each_peer_round_by_round() -> None
             probe_gb_s={32: [8.0, 5.0]},
         ),
     }
-    results = llama_gguf.file_results(samples, {"ours": 10**9, "peer": 10**8})
+    results = llama_gguf.file_results(samples, {"ours": 10**9, "peer": 10**8}, reference="ours")
     assert results["ratios"]["peer"]["32"]["samples"] == [0.25, 0.4]
     assert "ours" not in results["ratios"]
     assert results["reads"]["ours"]["32"]["samples"] == [1.0, 0.6]  # 10 GB/s of 10, 12 of 20
