@@ -269,15 +269,63 @@ class FastLlama(Module[..., Tensor]):
     def forward(self, ids: Tensor, key_cache: Tensor, value_cache: Tensor, start: Tensor) -> Tensor:
         seq = ids.shape[0]
         hidden = self.token_embd(ids)
+        if seq == 1 and self.one_block_kind() and not self.config.attention_bias:
+            hidden = self._decode_layers(hidden, key_cache, value_cache, start)
+        else:
+            hidden = self._layers(hidden, key_cache, value_cache, start)
+        last = F.rms_norm(hidden[-1:], self.output_norm, self.config.rms_norm_eps)
+        return self.output(last).reshape([self.config.vocab_size])
+
+    def one_block_kind(self) -> str | None:
+        """The block type every layer's matrices share, if they do and our
+        kernels read it, with each layer's q/k/v and gate/up fused."""
+        kinds = {
+            part.kind
+            for layer in self.layers
+            for module in (layer.qkv, layer.attn_output, layer.gate_up, layer.ffn_down)
+            for part in (module.parts if isinstance(module, Fused) else [module])
+        }
+        fused = all(len(layer.qkv.parts) == len(layer.gate_up.parts) == 1 for layer in self.layers)
+        kind = next(iter(kinds)) if len(kinds) == 1 else None
+        return kind if kind in BLOCK_KINDS and fused else None
+
+    def _decode_layers(self, hidden: Tensor, key_cache: Tensor, value_cache: Tensor, start):
+        """One token through every layer in one call of our kernel
+        (fast/kernels/llama_decode.mojo), its key and value written at `start`."""
+        config = self.config
+        matrices = []
+        for layer in self.layers:
+            for module in (layer.qkv.parts[0], layer.attn_output, layer.gate_up.parts[0]):
+                matrices.append(module.weight)
+            matrices.append(layer.ffn_down.weight)
+        norms = F.stack(
+            [F.stack([layer.attn_norm, layer.ffn_norm]) for layer in self.layers]
+        )  # [layers, 2, hidden]
+        settings = Tensor(
+            [config.rms_norm_eps, config.num_attention_heads], dtype=FLOAT32, device=hidden.device
+        )
+        cache = [key_cache.__buffervalue__(), value_cache.__buffervalue__()]
+        values = [*cache, hidden, norms, self.inv_freq, settings, start, *matrices]
+        out_type = TensorType(FLOAT32, hidden.shape, device=hidden.device)
+        name = f"llama_decode_blocks_{self.one_block_kind().lower()}"
+        device = cache[0].device.to_device()
+        (output,) = F.inplace_custom(
+            name, device, values, [out_type], custom_extensions=_kernel_library()
+        )
+        return output
+
+    def _layers(self, hidden: Tensor, key_cache: Tensor, value_cache: Tensor, start) -> Tensor:
+        """Every layer as MAX's operations around our projections: a prompt,
+        and one token of a model whose matrices' block types differ."""
+        seq = hidden.shape[0]
         first = start.__tensorvalue__().reshape([])  # a graph scalar: slice bounds
         stop = first + F.shape_to_tensor([seq]).__tensorvalue__().reshape([])
-        positions = Tensor.arange(seq, dtype=DType.int64, device=ids.device) + start
+        positions = Tensor.arange(seq, dtype=DType.int64, device=hidden.device) + start
         angles = positions.cast(FLOAT32).reshape([seq, 1]) * self.inv_freq.reshape([1, -1])
         rope = (F.cos(angles).reshape([seq, 1, -1]), F.sin(angles).reshape([seq, 1, -1]))
         for index, layer in enumerate(self.layers):
             hidden = layer(hidden, (key_cache, value_cache), index, rope, (first, stop))
-        last = F.rms_norm(hidden[-1:], self.output_norm, self.config.rms_norm_eps)
-        return self.output(last).reshape([self.config.vocab_size])
+        return hidden
 
 
 # -- loading a GGUF file ------------------------------------------------------------

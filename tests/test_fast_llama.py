@@ -1,13 +1,14 @@
-"""fast/llama.py and its kernels (fast/kernels/ggml_rows.mojo).
+"""fast/llama.py and its kernels (fast/kernels/ggml_rows.mojo, llama_decode.mojo).
 
 The kernels are checked against NumPy's product with the widened blocks
 (common/ggml_blocks.py), for every block type, one row and several, row
 counts that leave the cores' claims uneven. The model is checked against
-step 23's on one tiny GGUF file whose layers hold every kind of matrix the
-fast path reads (Q8_0, Q4_0 and Q4_1 blocks, float32, bfloat16 and float16
-rows, a layer whose q, k and v differ and so are not fused): the same
-logits for a prompt and each decoded token, the same greedy tokens. One
-file, so that one pair of graphs is compiled.
+step 23's on two tiny GGUF files: one whose layers hold every kind of matrix
+the fast path reads (Q8_0, Q4_0 and Q4_1 blocks, float32, bfloat16 and
+float16 rows, a layer whose q, k and v differ and so are not fused), run as
+MAX's operations around our projections; and one whose layers are all Q4_1,
+a decoded token's layers in one call of our kernel. The same logits for a
+prompt and each decoded token, the same greedy tokens.
 """
 
 from __future__ import annotations
@@ -169,10 +170,20 @@ def write_file(path: Path, kinds=kind_of, **metadata_changes) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def mixed_file(tmp_path_factory) -> Path:
-    """A tiny Llama GGUF with every kind of matrix the fast path reads."""
-    return write_file(tmp_path_factory.mktemp("gguf") / "mixed.gguf")
+def one_block_type(name: str) -> str:
+    """Every layer's matrices Q4_1: a token's layers in one call of our kernel."""
+    if name in MODEL_KINDS or name.endswith("norm.weight"):
+        return kind_of(name)
+    return "Q4_1"
+
+
+@pytest.fixture(scope="module", params=["mixed", "one block type"])
+def gguf_file(request, tmp_path_factory) -> Path:
+    """A tiny Llama GGUF: with every kind of matrix the fast path reads, or
+    with every layer's matrices of one block type."""
+    kinds = kind_of if request.param == "mixed" else one_block_type
+    name = request.param.replace(" ", "_")
+    return write_file(tmp_path_factory.mktemp("gguf") / f"{name}.gguf", kinds)
 
 
 PROMPT = [5, 17, 250, 3, 99, 42, 7]
@@ -198,19 +209,19 @@ def step23_logits(path: Path, tokens: list[int]) -> list[np.ndarray]:
     return results
 
 
-def test_the_fast_model_computes_step_23s_logits_from_every_kind_of_matrix(mixed_file):
+def test_the_fast_model_computes_step_23s_logits(gguf_file):
     from fast import llama
     from fast.kernel_ops import kernels_built_for
 
-    model = llama.load_gguf(mixed_file)
-    kinds = model.config.kinds
-    assert {kinds[f"blk.{i}.attn_q"] for i in range(4)} == {*BLOCK_KINDS, "F32"}
+    model = llama.load_gguf(gguf_file)
+    # Layers of mixed matrices run as MAX's operations around our projections.
+    assert (model.one_block_kind() is None) == (gguf_file.stem == "mixed")
     generator = llama.FastLlamaGenerator(model, context=64)
     greedy = list(generator.generate(PROMPT, DECODED))
     fast_logits = [generator.prompt_logits(PROMPT)]
     for position, token in enumerate(greedy[:-1]):
         fast_logits.append(generator.decoded_logits(token, len(PROMPT) + position))
-    expected = step23_logits(mixed_file, greedy[:-1])
+    expected = step23_logits(gguf_file, greedy[:-1])
     # Where the CPU has bfloat16 dot products, a bfloat16 matrix multiplies
     # x rounded to bfloat16 (fast/gpt2.py's kernel): 8 bits of x, not 24.
     tolerance = 4e-3 if kernels_built_for()[0] else 1e-4

@@ -328,3 +328,68 @@ struct GatherQ4_1:
         table: InputTensor[dtype = DType.uint8, rank=2, ...],
     ) raises:
         gather_widened[Q4_1](output, ids, table, "ggml_gather_q4_1")
+
+
+def widen_all[
+    kind: Int
+](
+    output: OutputTensor[dtype = DType.float32, rank=2, ...],
+    weight: InputTensor[dtype = DType.uint8, rank=2, ...],
+    name: StaticString,
+) raises:
+    """output [out, in] = the weight's blocks widened, the rows shared by the
+    cores: for a prompt's many rows, which MAX's matmul then multiplies."""
+    var n_in = output.dim_size(1)
+    var n_out = weight.dim_size(0)
+    check_blocks[kind](weight, n_in, name)
+    if output.dim_size(0) != n_out or output.strides()[0] != n_in or output.strides()[1] != 1:
+        raise Error(name, ": the output must be a contiguous [out, in]")
+    var blocks = n_in // BLOCK
+    var row_bytes = blocks * block_bytes[kind]()
+    var w_ptr = weight.unsafe_ptr()
+    var out_ptr = output.unsafe_ptr()
+    var workers = num_physical_cores()
+
+    def share(index: Int) {var}:
+        var first = n_out * index // workers
+        var last = n_out * (index + 1) // workers
+        for n in range(first, last):
+            widen_row[kind](w_ptr + n * row_bytes, blocks, out_ptr + n * n_in)
+
+    parallelize(share, workers)
+
+
+@extensibility.register("ggml_widen_q8_0")
+struct WidenQ8_0:
+    @staticmethod
+    def execute[
+        target: StaticString
+    ](
+        output: OutputTensor[dtype = DType.float32, rank=2, ...],
+        weight: InputTensor[dtype = DType.uint8, rank=2, ...],
+    ) raises:
+        widen_all[Q8_0](output, weight, "ggml_widen_q8_0")
+
+
+@extensibility.register("ggml_widen_q4_0")
+struct WidenQ4_0:
+    @staticmethod
+    def execute[
+        target: StaticString
+    ](
+        output: OutputTensor[dtype = DType.float32, rank=2, ...],
+        weight: InputTensor[dtype = DType.uint8, rank=2, ...],
+    ) raises:
+        widen_all[Q4_0](output, weight, "ggml_widen_q4_0")
+
+
+@extensibility.register("ggml_widen_q4_1")
+struct WidenQ4_1:
+    @staticmethod
+    def execute[
+        target: StaticString
+    ](
+        output: OutputTensor[dtype = DType.float32, rank=2, ...],
+        weight: InputTensor[dtype = DType.uint8, rank=2, ...],
+    ) raises:
+        widen_all[Q4_1](output, weight, "ggml_widen_q4_1")

@@ -1,0 +1,359 @@
+"""One decoded token through all of a Llama's layers in one call, its
+matrices in ggml's blocks (llama_decode_blocks_q8_0, _q4_0, _q4_1).
+
+As graph operations a layer is about thirty of MAX's calls (two RMSNorms,
+four projections, the rotations, the cache's writes and reads, attention,
+SiLU and the adds), each ending with the cores handed back to MAX's
+executor. Here, as in decode_blocks (GPT-2's), one call runs every layer:
+each core takes a share of every step and waits for the others at its end
+by watching a counter. A layer's steps:
+
+0. q, k, v: the fused [q; k; v] rows times the normed stream;
+1. each key/value head's key rotated, it and its value written at `start`;
+2. each query head rotated and attended over the cache;
+3. the stream += o's rows times the heads' outputs;
+4. gate and up: the fused [gate; up] rows times the normed stream;
+5. the stream += down's rows times SiLU(gate) * up.
+
+Each core normalizes the stream itself (hidden numbers: cheaper than a
+step) and makes its own SiLU(gate) * up.
+"""
+
+from std.math import exp, sqrt, cos, sin
+from std.memory import alloc
+from std.sys.info import num_physical_cores
+from max.algorithm import parallelize
+import extensibility
+from extensibility import InputTensor, InputVariadicTensors, OutputTensor
+from extensibility.managed_tensor_slice import _MutableInputTensor as MutableInputTensor
+from .claims import COUNTER_STRIDE, claim, finished, new_counters, wait_for_step
+from .cpu import STREAMS
+from .ggml_rows import BLOCK, CLAIM_BYTES, Q4_0, Q4_1, Q8_0, block_bytes, block_sums_of, dot_rows_blocks
+
+comptime STEPS = 6
+comptime MATRICES = 4  # a layer's: qkv, o, gate_up, down
+
+
+def rms_normed(
+    x: UnsafePointer[Float32, _],
+    weight: UnsafePointer[Float32, _],
+    eps: Float32,
+    n: Int,
+    dest: UnsafePointer[mut=True, Float32, _],
+):
+    """dest = x / sqrt(mean(x^2) + eps) * weight (RMSNorm)."""
+    var total: Float32 = 0
+    for i in range(n):
+        total += x[i] * x[i]
+    var scale = 1 / sqrt(total / Float32(n) + eps)
+    for i in range(n):
+        dest[i] = x[i] * scale * weight[i]
+
+
+def rotate_half_pairs(
+    x: UnsafePointer[mut=True, Float32, _], inv_freq: UnsafePointer[Float32, _], position: Int, head_dim: Int
+):
+    """x (one head) turned by step 19's rotation at `position`: number i and
+    number i + head_dim / 2 are a pair."""
+    var half = head_dim // 2
+    for i in range(half):
+        var angle = Float32(position) * inv_freq[i]
+        var c = cos(angle)
+        var s = sin(angle)
+        var first = x[i]
+        var second = x[i + half]
+        x[i] = first * c - second * s
+        x[i + half] = second * c + first * s
+
+
+@always_inline
+def rows_times[
+    kind: Int
+](
+    w: UnsafePointer[UInt8, _],
+    row_bytes: Int,
+    first: Int,
+    last: Int,
+    blocks: Int,
+    x: UnsafePointer[Float32, _],
+    x_sums: UnsafePointer[Float32, _],
+    dest: UnsafePointer[mut=True, Float32, _],
+    add: Bool,
+):
+    """dest[n] (+)= W[n] . x for the rows [first, last), STREAMS parts side by side."""
+    var part = (last - first) // STREAMS
+    for i in range(part):
+        var n = first + i
+        var dots = dot_rows_blocks[kind, STREAMS](w + n * row_bytes, part * row_bytes, blocks, x, x_sums)
+        comptime for s in range(STREAMS):
+            if add:
+                dest[n + s * part] += dots[s]
+            else:
+                dest[n + s * part] = dots[s]
+    for n in range(first + STREAMS * part, last):
+        var dot = dot_rows_blocks[kind, 1](w + n * row_bytes, 0, blocks, x, x_sums)[0]
+        if add:
+            dest[n] += dot
+        else:
+            dest[n] = dot
+
+
+def decode_layers[
+    kind: Int
+](
+    output: OutputTensor[dtype = DType.float32, rank=2, ...],
+    key_cache: MutableInputTensor[dtype = DType.float32, rank=4, ...],
+    value_cache: MutableInputTensor[dtype = DType.float32, rank=4, ...],
+    hidden: InputTensor[dtype = DType.float32, rank=2, ...],
+    norms: InputTensor[dtype = DType.float32, rank=3, ...],
+    inv_freq: InputTensor[dtype = DType.float32, rank=1, ...],
+    settings: InputTensor[dtype = DType.float32, rank=1, ...],
+    start: InputTensor[dtype = DType.int64, rank=1, ...],
+    matrices: InputVariadicTensors[dtype = DType.uint8, rank=2, ...],
+    name: StaticString,
+) raises:
+    """hidden [1, width] -> output [1, width] through every layer; caches
+    [layers, kv_heads, context, head_dim]; norms [layers, 2, width];
+    settings [eps, heads]; matrices: each layer's qkv, o, gate_up, down."""
+    comptime count = matrices.size
+    comptime size = block_bytes[kind]()
+    var layers = key_cache.dim_size(0)
+    var kv_heads = key_cache.dim_size(1)
+    var context = key_cache.dim_size(2)
+    var head_dim = key_cache.dim_size(3)
+    var width = hidden.dim_size(1)
+    var eps = settings[0]
+    var heads = Int(settings[1])
+    var position = Int(start[0])
+    comptime if count == 0 or count % MATRICES != 0:
+        raise Error(name, ": the matrices must be whole layers of 4")
+    if count // MATRICES != layers or norms.dim_size(0) != layers:
+        raise Error(name, ": one layer of matrices and norms for each layer of the caches")
+    if position < 0 or position >= context:
+        raise Error(name, ": position ", position, " beyond the cache's ", context)
+    if hidden.dim_size(0) != 1 or width % BLOCK != 0 or heads % kv_heads != 0:
+        raise Error(name, ": hidden must be one row of whole blocks")
+    var q_width = heads * head_dim
+    var kv_width = kv_heads * head_dim
+    var qkv_rows = q_width + 2 * kv_width
+    var pointers = alloc[UnsafePointer[UInt8, MutUntrackedOrigin]](count)
+    var rows = alloc[Int](count)
+    var problem = False
+    comptime for k in range(count):
+        rows[k] = matrices[k].dim_size(0)
+        var strides = matrices[k].strides()
+        if strides[1] != 1 or strides[0] != matrices[k].dim_size(1):
+            problem = True
+        pointers[k] = UnsafePointer[UInt8, MutUntrackedOrigin](
+            unsafe_from_address=Int(matrices[k].unsafe_ptr())
+        )
+    var inner = rows[2] // 2
+    for layer in range(layers):
+        var m = layer * MATRICES
+        if rows[m] != qkv_rows or rows[m + 1] != width or rows[m + 2] != 2 * inner or rows[m + 3] != width:
+            problem = True
+    if problem or inner % BLOCK != 0:
+        pointers.free()
+        rows.free()
+        raise Error(name, ": the matrices are not a Llama's qkv, o, gate_up and down")
+    var width_blocks = width // BLOCK
+    var inner_blocks = inner // BLOCK
+    var q_blocks = q_width // BLOCK
+    var width_bytes = width_blocks * size
+    var inner_bytes = inner_blocks * size
+    var q_bytes = q_blocks * size
+
+    var stream = output.unsafe_ptr()  # the residual stream, in place
+    for i in range(width):
+        stream[i] = hidden[0, i]
+    var qkv = alloc[Float32](qkv_rows)
+    var attended = alloc[Float32](q_width)
+    var gate_up = alloc[Float32](2 * inner)
+    var workers = num_physical_cores()
+    var counters = new_counters(2 * STEPS * layers)  # two a step: claimed, done
+    var largest = max(width, inner)
+    var scratch = alloc[Float32](workers * (2 * largest + context + head_dim))
+    var kc = key_cache.unsafe_ptr()
+    var vc = value_cache.unsafe_ptr()
+    var freq = inv_freq.unsafe_ptr()
+    var norm_ptr = norms.unsafe_ptr()
+    var scale = 1 / sqrt(Float32(head_dim))
+    var group = heads // kv_heads
+    var smallest_width = max(1, CLAIM_BYTES // width_bytes)
+    var smallest_inner = max(1, CLAIM_BYTES // inner_bytes)
+
+    def worker(index: Int) {var}:
+        var x = scratch + index * (2 * largest + context + head_dim)
+        var x_sums = x + largest
+        var scores = x_sums + largest
+        var query = scores + context
+        for layer in range(layers):
+            var c = counters + 2 * STEPS * layer * COUNTER_STRIDE
+            var w = pointers + layer * MATRICES
+            var layer_cache = layer * kv_heads * context * head_dim
+            # 0: q, k, v of the normed stream.
+            rms_normed(stream, norm_ptr + 2 * layer * width, eps, width, x)
+            block_sums_of(x, width_blocks, x_sums)
+            var done = 0
+            var claimed = claim(c, 0, qkv_rows, smallest_width, workers, STREAMS)
+            while claimed[0] < claimed[1]:
+                rows_times[kind](w[0], width_bytes, claimed[0], claimed[1], width_blocks, x, x_sums, qkv, False)
+                done += claimed[1] - claimed[0]
+                claimed = claim(c, 0, qkv_rows, smallest_width, workers, STREAMS)
+            finished(c, 0, done)
+            wait_for_step(c, 0, qkv_rows)
+            # 1: each key/value head's key turned, it and its value cached.
+            done = 0
+            claimed = claim(c, 1, kv_heads, 1, workers)
+            while claimed[0] < claimed[1]:
+                for h in range(claimed[0], claimed[1]):
+                    var key = qkv + q_width + h * head_dim
+                    rotate_half_pairs(key, freq, position, head_dim)
+                    var slot = layer_cache + (h * context + position) * head_dim
+                    for d in range(head_dim):
+                        kc[slot + d] = key[d]
+                        vc[slot + d] = key[kv_width + d]
+                done += claimed[1] - claimed[0]
+                claimed = claim(c, 1, kv_heads, 1, workers)
+            finished(c, 1, done)
+            wait_for_step(c, 1, kv_heads)
+            # 2: each query head turned and attended over positions 0 .. start.
+            done = 0
+            claimed = claim(c, 2, heads, 1, workers)
+            while claimed[0] < claimed[1]:
+                for h in range(claimed[0], claimed[1]):
+                    for d in range(head_dim):
+                        query[d] = qkv[h * head_dim + d]
+                    rotate_half_pairs(query, freq, position, head_dim)
+                    var cached = layer_cache + (h // group) * context * head_dim
+                    var top = Float32.MIN
+                    for t in range(position + 1):
+                        var dot: Float32 = 0
+                        for d in range(head_dim):
+                            dot += query[d] * kc[cached + t * head_dim + d]
+                        scores[t] = dot * scale
+                        top = max(top, scores[t])
+                    var total: Float32 = 0
+                    for t in range(position + 1):
+                        scores[t] = exp(scores[t] - top)
+                        total += scores[t]
+                    var out = attended + h * head_dim
+                    for d in range(head_dim):
+                        out[d] = 0
+                    for t in range(position + 1):
+                        var weight = scores[t] / total
+                        for d in range(head_dim):
+                            out[d] += weight * vc[cached + t * head_dim + d]
+                done += claimed[1] - claimed[0]
+                claimed = claim(c, 2, heads, 1, workers)
+            finished(c, 2, done)
+            wait_for_step(c, 2, heads)
+            # 3: the stream += o times the heads' outputs.
+            block_sums_of(attended, q_blocks, x_sums)
+            done = 0
+            claimed = claim(c, 3, width, smallest_width, workers, STREAMS)
+            while claimed[0] < claimed[1]:
+                rows_times[kind](w[1], q_bytes, claimed[0], claimed[1], q_blocks, attended, x_sums, stream, True)
+                done += claimed[1] - claimed[0]
+                claimed = claim(c, 3, width, smallest_width, workers, STREAMS)
+            finished(c, 3, done)
+            wait_for_step(c, 3, width)
+            # 4: gate and up of the normed stream.
+            rms_normed(stream, norm_ptr + (2 * layer + 1) * width, eps, width, x)
+            block_sums_of(x, width_blocks, x_sums)
+            done = 0
+            claimed = claim(c, 4, 2 * inner, smallest_width, workers, STREAMS)
+            while claimed[0] < claimed[1]:
+                rows_times[kind](w[2], width_bytes, claimed[0], claimed[1], width_blocks, x, x_sums, gate_up, False)
+                done += claimed[1] - claimed[0]
+                claimed = claim(c, 4, 2 * inner, smallest_width, workers, STREAMS)
+            finished(c, 4, done)
+            wait_for_step(c, 4, 2 * inner)
+            # 5: the stream += down times SiLU(gate) * up (each core its own copy).
+            for i in range(inner):
+                var g = gate_up[i]
+                x[i] = g / (1 + exp(-g)) * gate_up[inner + i]
+            block_sums_of(x, inner_blocks, x_sums)
+            done = 0
+            claimed = claim(c, 5, width, smallest_inner, workers, STREAMS)
+            while claimed[0] < claimed[1]:
+                rows_times[kind](w[3], inner_bytes, claimed[0], claimed[1], inner_blocks, x, x_sums, stream, True)
+                done += claimed[1] - claimed[0]
+                claimed = claim(c, 5, width, smallest_inner, workers, STREAMS)
+            finished(c, 5, done)
+            wait_for_step(c, 5, width)
+
+    parallelize(worker, workers)
+    counters.free()
+    scratch.free()
+    gate_up.free()
+    attended.free()
+    qkv.free()
+    rows.free()
+    pointers.free()
+
+
+@extensibility.register("llama_decode_blocks_q8_0")
+struct DecodeQ8_0:
+    @staticmethod
+    def execute[
+        target: StaticString
+    ](
+        output: OutputTensor[dtype = DType.float32, rank=2, ...],
+        key_cache: MutableInputTensor[dtype = DType.float32, rank=4, ...],
+        value_cache: MutableInputTensor[dtype = DType.float32, rank=4, ...],
+        hidden: InputTensor[dtype = DType.float32, rank=2, ...],
+        norms: InputTensor[dtype = DType.float32, rank=3, ...],
+        inv_freq: InputTensor[dtype = DType.float32, rank=1, ...],
+        settings: InputTensor[dtype = DType.float32, rank=1, ...],
+        start: InputTensor[dtype = DType.int64, rank=1, ...],
+        matrices: InputVariadicTensors[dtype = DType.uint8, rank=2, ...],
+    ) raises:
+        decode_layers[Q8_0](
+            output, key_cache, value_cache, hidden, norms, inv_freq, settings, start, matrices,
+            "llama_decode_blocks_q8_0",
+        )
+
+
+@extensibility.register("llama_decode_blocks_q4_0")
+struct DecodeQ4_0:
+    @staticmethod
+    def execute[
+        target: StaticString
+    ](
+        output: OutputTensor[dtype = DType.float32, rank=2, ...],
+        key_cache: MutableInputTensor[dtype = DType.float32, rank=4, ...],
+        value_cache: MutableInputTensor[dtype = DType.float32, rank=4, ...],
+        hidden: InputTensor[dtype = DType.float32, rank=2, ...],
+        norms: InputTensor[dtype = DType.float32, rank=3, ...],
+        inv_freq: InputTensor[dtype = DType.float32, rank=1, ...],
+        settings: InputTensor[dtype = DType.float32, rank=1, ...],
+        start: InputTensor[dtype = DType.int64, rank=1, ...],
+        matrices: InputVariadicTensors[dtype = DType.uint8, rank=2, ...],
+    ) raises:
+        decode_layers[Q4_0](
+            output, key_cache, value_cache, hidden, norms, inv_freq, settings, start, matrices,
+            "llama_decode_blocks_q4_0",
+        )
+
+
+@extensibility.register("llama_decode_blocks_q4_1")
+struct DecodeQ4_1:
+    @staticmethod
+    def execute[
+        target: StaticString
+    ](
+        output: OutputTensor[dtype = DType.float32, rank=2, ...],
+        key_cache: MutableInputTensor[dtype = DType.float32, rank=4, ...],
+        value_cache: MutableInputTensor[dtype = DType.float32, rank=4, ...],
+        hidden: InputTensor[dtype = DType.float32, rank=2, ...],
+        norms: InputTensor[dtype = DType.float32, rank=3, ...],
+        inv_freq: InputTensor[dtype = DType.float32, rank=1, ...],
+        settings: InputTensor[dtype = DType.float32, rank=1, ...],
+        start: InputTensor[dtype = DType.int64, rank=1, ...],
+        matrices: InputVariadicTensors[dtype = DType.uint8, rank=2, ...],
+    ) raises:
+        decode_layers[Q4_1](
+            output, key_cache, value_cache, hidden, norms, inv_freq, settings, start, matrices,
+            "llama_decode_blocks_q4_1",
+        )
