@@ -20,7 +20,9 @@ from common.cli import Failure, UsageError
 from devtools.bench import gguf_files, llama, llama_gguf
 from devtools.bench.stats import summary
 
-BOOK_TABLE = Path(__file__).resolve().parents[1] / "docs/src/bench/llama_gguf_decode.md"
+BENCH = Path(__file__).resolve().parents[1] / "docs/src/bench"
+# The performance page's table, and step 30's (measured with the one-file bench of its time).
+BOOK_TABLES = [BENCH / "llama_gguf_decode.md", BENCH / "llama_gguf_q8_projections.md"]
 TINY = dict(
     vocab_size=64,
     hidden_size=64,
@@ -198,9 +200,10 @@ def test_a_run_without_llama_cpp_says_why_in_the_table() -> None:
     assert "llama.cpp was not measured: llama.cpp is not installed." in report
 
 
-def test_the_books_table_is_what_the_report_makes_of_its_data() -> None:
-    data = json.loads(BOOK_TABLE.with_suffix(".json").read_text())
-    assert BOOK_TABLE.read_text() == llama.report(data)
+@pytest.mark.parametrize("table", BOOK_TABLES, ids=lambda path: path.stem)
+def test_the_books_tables_are_what_the_report_makes_of_their_data(table: Path) -> None:
+    data = json.loads(table.with_suffix(".json").read_text())
+    assert table.read_text() == llama.report(data)
 
 
 # -- the file's variants ---------------------------------------------------------
