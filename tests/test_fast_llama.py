@@ -7,8 +7,9 @@ step 23's on two tiny GGUF files: one whose layers hold every kind of matrix
 the fast path reads (Q8_0, Q4_0 and Q4_1 blocks, float32, bfloat16 and
 float16 rows, a layer whose q, k and v differ and so are not fused), run as
 MAX's operations around our projections; and one whose layers are all Q4_1,
-a decoded token's layers in one call of our kernel. The same logits for a
-prompt and each decoded token, the same greedy tokens.
+a decoded token's layers in one call of our kernel; and that one as the
+gguf package writes it. The same logits for a prompt and each decoded
+token, the same greedy tokens.
 """
 
 from __future__ import annotations
@@ -81,9 +82,10 @@ def widened(kind: str, table: np.ndarray) -> np.ndarray:
     return form.widen(table.reshape(-1, form.size)).reshape(table.shape[0], -1)
 
 
-# rows of x, outputs, inputs: one token and a prompt's few, outputs that leave
-# the cores' last claims short and fewer than the eight streams a core reads.
-SHAPES = [(1, 37, 64), (1, 3, 32), (5, 100, 96), (1, 1536, 576), (9, 576, 1536)]
+# rows of x, outputs, inputs: one token and a prompt's few (whole tiles of four
+# and rows left over), outputs that leave the cores' last claims and tiles short
+# and fewer than the eight streams a core reads.
+SHAPES = [(1, 37, 64), (1, 3, 32), (5, 100, 96), (6, 37, 64), (1, 1536, 576), (9, 576, 1536)]
 
 
 @pytest.mark.parametrize("rows, n_out, n_in", SHAPES)
@@ -177,13 +179,43 @@ def one_block_type(name: str) -> str:
     return "Q4_1"
 
 
-@pytest.fixture(scope="module", params=["mixed", "one block type"])
+def package_file(path: Path, kinds=one_block_type) -> Path:
+    """write_file's model written by the gguf package's GGUFWriter, its blocks
+    quantized by the package (llama.cpp's Python tools write files this way)."""
+    import gguf
+
+    state = read_safetensors(
+        write_random_llama(path.parent / "checkpoint", CONFIG) / "model.safetensors"
+    )
+    file = gguf.GGUFWriter(path, "llama")
+    for add, value in [
+        (file.add_block_count, 4), (file.add_context_length, 64),
+        (file.add_embedding_length, 64), (file.add_feed_forward_length, 96),
+        (file.add_head_count, 4), (file.add_head_count_kv, 2), (file.add_vocab_size, 300),
+        (file.add_rope_freq_base, 5000.0), (file.add_layer_norm_rms_eps, 1e-6),
+    ]:  # fmt: skip
+        add(value)
+    for name, _, array in writer.llama_tensors(state, heads=4, kv_heads=2):
+        qtype = gguf.GGMLQuantizationType[kinds(name)]
+        if qtype == gguf.GGMLQuantizationType.F32:
+            file.add_tensor(name, array.astype(np.float32))
+        else:
+            file.add_tensor(name, gguf.quants.quantize(array, qtype), raw_dtype=qtype)
+    file.write_header_to_file()
+    file.write_kv_data_to_file()
+    file.write_tensors_to_file()
+    file.close()
+    return path
+
+
+@pytest.fixture(scope="module", params=["mixed", "one block type", "gguf package"])
 def gguf_file(request, tmp_path_factory) -> Path:
-    """A tiny Llama GGUF: with every kind of matrix the fast path reads, or
-    with every layer's matrices of one block type."""
-    kinds = kind_of if request.param == "mixed" else one_block_type
-    name = request.param.replace(" ", "_")
-    return write_file(tmp_path_factory.mktemp("gguf") / f"{name}.gguf", kinds)
+    """A tiny Llama GGUF: with every kind of matrix the fast path reads; with
+    every layer's matrices of one block type; that one as the gguf package writes it."""
+    path = tmp_path_factory.mktemp("gguf") / f"{request.param.replace(' ', '_')}.gguf"
+    if request.param == "gguf package":
+        return package_file(path)
+    return write_file(path, kind_of if request.param == "mixed" else one_block_type)
 
 
 PROMPT = [5, 17, 250, 3, 99, 42, 7]

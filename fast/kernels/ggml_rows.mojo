@@ -28,7 +28,7 @@ from max.algorithm import parallelize
 import extensibility
 from extensibility import InputTensor, OutputTensor
 from .claims import claim, new_counters
-from .cpu import STREAMS
+from .cpu import STREAMS, WIDTH
 from .dots import dot_widening
 
 comptime BLOCK = 32  # weights a block
@@ -137,6 +137,32 @@ def widen_row[
         (dest + b * BLOCK + HALF).store(scales[0] * levels[1] + scales[1])
 
 
+comptime TILE = 4  # a prompt's weight rows and input rows multiplied at once
+
+
+@always_inline
+def tile_dots(
+    w: UnsafePointer[Float32, _], x: UnsafePointer[Float32, _], n_in: Int
+) -> SIMD[DType.float32, TILE * TILE]:
+    """sums[i * TILE + t] = x's row i . w's row t, for TILE rows of each (rows
+    n_in apart); n_in a multiple of WIDTH (whole blocks)."""
+    var acc = stack_allocation[TILE * TILE, SIMD[DType.float32, WIDTH]]()
+    comptime for i in range(TILE * TILE):
+        acc[i] = 0
+    for k in range(0, n_in, WIDTH):
+        var weights = stack_allocation[TILE, SIMD[DType.float32, WIDTH]]()
+        comptime for t in range(TILE):
+            weights[t] = (w + t * n_in + k).load[width=WIDTH]()
+        comptime for i in range(TILE):
+            var inputs = (x + i * n_in + k).load[width=WIDTH]()
+            comptime for t in range(TILE):
+                acc[i * TILE + t] += weights[t] * inputs
+    var sums = SIMD[DType.float32, TILE * TILE](0)
+    comptime for i in range(TILE * TILE):
+        sums[i] = acc[i].reduce_add()
+    return sums
+
+
 def check_blocks[kind: Int](weight: InputTensor[rank=2, ...], n_in: Int, name: StaticString) raises:
     var blocks = n_in // BLOCK
     if n_in % BLOCK != 0 or weight.dim_size(1) != blocks * block_bytes[kind]():
@@ -192,13 +218,27 @@ def rows_times_blocks[
             out_ptr[n * out_strides[1]] = dot[0]
 
     def many_tokens(first: Int, last: Int) {var}:
-        # Each weight row widened once into the L1 cache, then times every row of x.
-        var widened = alloc[Float32](n_in)
-        for n in range(first, last):
-            widen_row[kind](w_ptr + n * row_bytes, blocks, widened)
-            for m in range(rows):
-                var dot = dot_widening(widened, x_rows + m * n_in, n_in)
-                out_ptr[m * out_strides[0] + n * out_strides[1]] = dot
+        # TILE weight rows widened at a time into the L1 cache, then TILE rows
+        # of x against them: TILE x TILE sums in registers, each load of a
+        # weight or an input feeding TILE multiply-adds.
+        var widened = alloc[Float32](TILE * n_in)
+        var n = first
+        while n < last:
+            var count = min(TILE, last - n)
+            for t in range(count):
+                widen_row[kind](w_ptr + (n + t) * row_bytes, blocks, widened + t * n_in)
+            var m = 0
+            while count == TILE and m + TILE <= rows:
+                var sums = tile_dots(widened, x_rows + m * n_in, n_in)
+                comptime for i in range(TILE):
+                    comptime for t in range(TILE):
+                        out_ptr[(m + i) * out_strides[0] + (n + t) * out_strides[1]] = sums[i * TILE + t]
+                m += TILE
+            for row in range(m, rows):
+                for t in range(count):
+                    var dot = dot_widening(widened + t * n_in, x_rows + row * n_in, n_in)
+                    out_ptr[row * out_strides[0] + (n + t) * out_strides[1]] = dot
+            n += count
         widened.free()
 
     var claims = new_counters(1)

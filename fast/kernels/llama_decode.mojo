@@ -27,7 +27,7 @@ import extensibility
 from extensibility import InputTensor, InputVariadicTensors, OutputTensor
 from extensibility.managed_tensor_slice import _MutableInputTensor as MutableInputTensor
 from .claims import COUNTER_STRIDE, claim, finished, new_counters, wait_for_step
-from .cpu import STREAMS
+from .cpu import STREAMS, WIDTH
 from .ggml_rows import BLOCK, CLAIM_BYTES, Q4_0, Q4_1, Q8_0, block_bytes, block_sums_of, dot_rows_blocks
 
 comptime STEPS = 6
@@ -51,19 +51,44 @@ def rms_normed(
 
 
 def rotate_half_pairs(
-    x: UnsafePointer[mut=True, Float32, _], inv_freq: UnsafePointer[Float32, _], position: Int, head_dim: Int
+    x: UnsafePointer[mut=True, Float32, _], turns: UnsafePointer[Float32, _], head_dim: Int
 ):
-    """x (one head) turned by step 19's rotation at `position`: number i and
-    number i + head_dim / 2 are a pair."""
+    """x (one head) turned by step 19's rotation: number i and number
+    i + head_dim / 2 are a pair, turned by the angle whose cosine is turns[i]
+    and sine turns[half + i]."""
     var half = head_dim // 2
     for i in range(half):
-        var angle = Float32(position) * inv_freq[i]
-        var c = cos(angle)
-        var s = sin(angle)
+        var c = turns[i]
+        var s = turns[half + i]
         var first = x[i]
         var second = x[i + half]
         x[i] = first * c - second * s
         x[i + half] = second * c + first * s
+
+
+@always_inline
+def dot_of(a: UnsafePointer[Float32, _], b: UnsafePointer[Float32, _], n: Int) -> Float32:
+    """a . b over n numbers, WIDTH at a time."""
+    var sums = SIMD[DType.float32, WIDTH](0)
+    var whole = n - n % WIDTH
+    for i in range(0, whole, WIDTH):
+        sums += (a + i).load[width=WIDTH]() * (b + i).load[width=WIDTH]()
+    var total = sums.reduce_add()
+    for i in range(whole, n):
+        total += a[i] * b[i]
+    return total
+
+
+@always_inline
+def add_scaled(
+    dest: UnsafePointer[mut=True, Float32, _], x: UnsafePointer[Float32, _], weight: Float32, n: Int
+):
+    """dest += weight * x over n numbers, WIDTH at a time."""
+    var whole = n - n % WIDTH
+    for i in range(0, whole, WIDTH):
+        (dest + i).store((dest + i).load[width=WIDTH]() + weight * (x + i).load[width=WIDTH]())
+    for i in range(whole, n):
+        dest[i] += weight * x[i]
 
 
 @always_inline
@@ -175,7 +200,12 @@ def decode_layers[
     var scratch = alloc[Float32](workers * (2 * largest + context + head_dim))
     var kc = key_cache.unsafe_ptr()
     var vc = value_cache.unsafe_ptr()
-    var freq = inv_freq.unsafe_ptr()
+    # The rotation's cosines and sines at this position, once for every head and layer.
+    var turns = alloc[Float32](head_dim)
+    for i in range(head_dim // 2):
+        var angle = Float32(position) * inv_freq[i]
+        turns[i] = cos(angle)
+        turns[head_dim // 2 + i] = sin(angle)
     var norm_ptr = norms.unsafe_ptr()
     var scale = 1 / sqrt(Float32(head_dim))
     var group = heads // kv_heads
@@ -208,7 +238,7 @@ def decode_layers[
             while claimed[0] < claimed[1]:
                 for h in range(claimed[0], claimed[1]):
                     var key = qkv + q_width + h * head_dim
-                    rotate_half_pairs(key, freq, position, head_dim)
+                    rotate_half_pairs(key, turns, head_dim)
                     var slot = layer_cache + (h * context + position) * head_dim
                     for d in range(head_dim):
                         kc[slot + d] = key[d]
@@ -224,14 +254,11 @@ def decode_layers[
                 for h in range(claimed[0], claimed[1]):
                     for d in range(head_dim):
                         query[d] = qkv[h * head_dim + d]
-                    rotate_half_pairs(query, freq, position, head_dim)
+                    rotate_half_pairs(query, turns, head_dim)
                     var cached = layer_cache + (h // group) * context * head_dim
                     var top = Float32.MIN
                     for t in range(position + 1):
-                        var dot: Float32 = 0
-                        for d in range(head_dim):
-                            dot += query[d] * kc[cached + t * head_dim + d]
-                        scores[t] = dot * scale
+                        scores[t] = dot_of(query, kc + cached + t * head_dim, head_dim) * scale
                         top = max(top, scores[t])
                     var total: Float32 = 0
                     for t in range(position + 1):
@@ -241,9 +268,7 @@ def decode_layers[
                     for d in range(head_dim):
                         out[d] = 0
                     for t in range(position + 1):
-                        var weight = scores[t] / total
-                        for d in range(head_dim):
-                            out[d] += weight * vc[cached + t * head_dim + d]
+                        add_scaled(out, vc + cached + t * head_dim, scores[t] / total, head_dim)
                 done += claimed[1] - claimed[0]
                 claimed = claim(c, 2, heads, 1, workers)
             finished(c, 2, done)
@@ -285,6 +310,7 @@ def decode_layers[
 
     parallelize(worker, workers)
     counters.free()
+    turns.free()
     scratch.free()
     gate_up.free()
     attended.free()
