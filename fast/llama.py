@@ -19,6 +19,11 @@ the way fast/gpt2.py runs GPT-2, and built for the files people run:
 - **Fused projections.** q, k and v are one matrix of rows (k's and v's
   after q's), as are gate and up: one kernel call each instead of three and
   two, when their block types agree.
+- **A decoded token's layers in one call** (fast/kernels/llama_decode.mojo)
+  when every layer's matrices share one block type: as graph operations a
+  layer is some thirty of MAX's calls, each handing the cores back to its
+  executor. A prompt, and a model of mixed block types, run as MAX's
+  operations around our projections and fast/gpt2.py's prompt attention.
 
 Loading reads the file with step 29's reader (solutions/solution_29.py): the
 tensors' names, shapes and block types, the config from the metadata, q's
@@ -65,7 +70,7 @@ class FastLlamaConfig(LlamaConfig):
     projection's block type, q/k/v biases (Qwen2), and the rotary
     frequencies' divisors (Llama 3)."""
 
-    kinds: dict[str, str] | None = None  # "attn_q" -> "Q4_1", ..., "token_embd", "output"
+    kinds: dict[str, str] | None = None  # "blk.0.attn_q" -> "Q4_1", ..., "token_embd", "output"
     attention_bias: bool = False
     rope_factors: tuple[float, ...] | None = None
 

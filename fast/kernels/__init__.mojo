@@ -1,4 +1,5 @@
-"""CPU kernels for fast/gpt2.py: a decoded token's blocks, a prompt's projections.
+"""CPU kernels for fast/gpt2.py and fast/llama.py: a decoded token's blocks,
+a prompt's projections.
 
 Decoding one token is memory-bound: each weight is read once and used for one
 multiply-add, so the time is the weights' bytes over the memory bandwidth.
@@ -24,5 +25,10 @@ The modules, each importing only those above it:
   (gpt2_prompt_attention, gpt2_prompt_attention_bf16);
 - decode_steps: a decoded block's layer norm, GELU, projection chunks and
   attention over the cache;
-- decode_blocks: a decoded token through every block (gpt2_decode_blocks).
+- decode_blocks: a decoded token through every block (gpt2_decode_blocks);
+- ggml_rows: x times a weight in ggml's Q8_0, Q4_0 or Q4_1 blocks, read as
+  stored, and a table's rows widened (fast/llama.py's projections and
+  embedding);
+- llama_decode: a decoded token through every layer of a Llama whose
+  matrices share one block type (llama_decode_blocks_*).
 """
