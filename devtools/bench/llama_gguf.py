@@ -187,45 +187,12 @@ def fast_contender(path: Path):
     return lambda prompt, count: stamped(generator.generate(prompt, count)), None
 
 
-def with_q8_layers(model, linear_class):
-    """`model` (step 23's) with each layer's seven projections kept as Q8_0
-    blocks, step 27's quantizer run on the widened weights, and multiplied by
-    `linear_class`: step 27's Q8Linear or step 30's kernel. The tied head
-    stays float32: it is the embedding table, which a token reads one row of."""
-    from solutions.solution_27 import quantize_q8_0
-
-    for layer in model.model.layers:
-        for parent, names in (
-            (layer.self_attn, ("q_proj", "k_proj", "v_proj", "o_proj")),
-            (layer.mlp, ("gate_proj", "up_proj", "down_proj")),
-        ):
-            for name in names:
-                weight = getattr(parent, name).weight.to_numpy()
-                scales, values = quantize_q8_0(weight)
-                blocks = linear_class(weight.shape[1], weight.shape[0])
-                blocks.load_state_dict({"scales": scales, "values": values})
-                setattr(parent, name, blocks)
-    return model
-
-
-def q8_linear(key: str):
-    """The Linear of contender "step 27" (step 27's Q8Linear) or "step 30"
-    (step 30's kernel around it)."""
-    from solutions.solution_27 import Q8Linear
-
-    if key == "step 27":
-        return Q8Linear
-    from common import q8_kernel
-    from common.steps import step
-
-    return q8_kernel.kernel_linear(q8_kernel.library(step(30).solution), Q8Linear)
-
-
 def file_contenders(path: Path, gguf, wanted: Sequence[str], context: int):
     """The contenders in `wanted` that run on this file (step 29's GGUFFile
     of it): {key: run}, {key: why it is left out}, and what loading ours took."""
     from devtools.bench import llama as bench
     from devtools.bench import max_qmatmul
+    from devtools.bench.q8_layers import q8_linear, with_q8_layers
     from solutions.solution_29 import load_gguf_llama
 
     runs, left_out, costs = {}, {}, {}
