@@ -13,9 +13,6 @@ from common.cli import Failure
 from devtools.bench import gguf_files, llama, llama_gguf
 from devtools.bench.stats import summary
 
-BENCH = Path(__file__).resolve().parents[1] / "docs/src/bench"
-# The performance page's table, and step 30's (measured with the one-file bench of its time).
-BOOK_TABLES = [BENCH / "llama_gguf_decode.md", BENCH / "llama_gguf_q8_projections.md"]
 TINY = dict(
     vocab_size=64,
     hidden_size=64,

@@ -22,14 +22,6 @@ from devtools.bench.stats import summary
 BENCH = Path(__file__).resolve().parents[1] / "docs/src/bench"
 # The performance page's table, and step 30's (measured with the one-file bench of its time).
 BOOK_TABLES = [BENCH / "llama_gguf_decode.md", BENCH / "llama_gguf_q8_projections.md"]
-TINY = dict(
-    vocab_size=64,
-    hidden_size=64,
-    intermediate_size=96,
-    num_hidden_layers=1,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-)
 
 
 # -- arguments --------------------------------------------------------------------
