@@ -50,7 +50,7 @@ from max.graph import BufferType, TensorType
 
 from common import max_runtime
 from common.ggml_blocks import BLOCK, BLOCK_FORMATS
-from fast.kernel_ops import FLOAT32, _kernel_library, prompt_attention
+from fast.kernel_ops import FLOAT32, _kernel_library, bias_or_zeros, prompt_attention
 from solutions.solution_14 import sample_next_token
 from solutions.solution_21 import LlamaConfig
 
@@ -107,7 +107,7 @@ class BlockLinear(Module[[Tensor], Tensor]):
         if self.kind in BLOCK_KINDS:
             values, name = [x, self.weight], f"ggml_rows_{self.kind.lower()}"
         else:  # fast/gpt2.py's kernel for float32 and bfloat16 rows, with a bias
-            bias = self.bias if self.bias is not None else Tensor.zeros([self.n_out], dtype=FLOAT32)
+            bias = bias_or_zeros(self, x.device, FLOAT32)
             values, name = [x, self.weight, bias], "gpt2_linear_rows"
         y = F.custom(name, x.device, values, [out_type], custom_extensions=_kernel_library())[0]
         if self.bias is not None and self.kind in BLOCK_KINDS:

@@ -13,7 +13,6 @@ from max.driver import Buffer
 from max.dtype import DType
 from max.experimental import functional as F
 
-from common.ggml_blocks import BLOCK_FORMATS
 from fast.llama import (
     ARCHITECTURES,
     BLOCK_KINDS,
@@ -24,7 +23,14 @@ from fast.llama import (
     FastLlama,
     FastLlamaConfig,
 )
-from solutions.solution_29 import GGUFError, GGUFFile, llama_config, read_gguf, unpermute
+from solutions.solution_29 import (
+    GGUFError,
+    GGUFFile,
+    byte_count,
+    llama_config,
+    read_gguf,
+    unpermute,
+)
 
 # -- loading a GGUF file ------------------------------------------------------------
 
@@ -97,11 +103,9 @@ def stored(gguf: GGUFFile, name: str) -> np.ndarray:
     float16 widened to float32; a vector as float32."""
     info = gguf.tensors[name]
     if info.kind in BLOCK_KINDS or info.kind == "BF16":
-        form = BLOCK_FORMATS[info.kind]
+        # Step 29's reader has checked that these bytes lie inside the file.
         rows = math.prod(info.shape[:-1]) if len(info.shape) > 1 else 1
-        size = rows * info.shape[-1] // form.count * form.size
-        if info.offset + size > len(gguf.data):
-            raise GGUFError(f"{gguf.path} ends inside {name}'s data.")
+        size = byte_count(info, gguf.path)
         raw = np.frombuffer(gguf.data, np.uint8, size, info.offset).reshape(rows, -1)
         return raw.view(np.uint16) if info.kind == "BF16" else raw
     return gguf.array(name)
