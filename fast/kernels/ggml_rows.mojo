@@ -10,10 +10,10 @@ of one output's 32-weight runs along the input, in the file's layout:
   nibbles are weights 0-15, the high ones 16-31); w = d * (q - 8).
 - Q4_1 (20 bytes): float16 d and m, the same 16 bytes; w = d * q + m.
 
-A block's sum of w * x is d * sum(q * x) + m * sum(x) (m = -8 d for Q4_0):
-the levels are multiplied as they are, in float32 registers, the block's
-sum(x) computed once per call for every row, and only one scale a block
-is applied to a whole vector of sums.
+A block's sum of w * x is d * sum(q * x) + m * sum(x): the levels are
+multiplied in float32 registers (Q4_0's with their 8 taken off in the bytes,
+so that it needs no m), the block's sum(x) computed once per call for every
+row, and only one scale a block is applied to a whole vector of sums.
 
 Decoding a token reads every weight once: the time is the blocks' bytes over
 the memory's rate. The rows are claimed by the cores as in linear_rows, and
@@ -59,27 +59,29 @@ def half_float(at: UnsafePointer[UInt8, _]) -> Float32:
 def block_scales[kind: Int](block: UnsafePointer[UInt8, _]) -> Tuple[Float32, Float32]:
     """(d, m): the block's scale, and what each weight has added (see above)."""
     var d = half_float(block)
-    comptime if kind == Q8_0:
-        return (d, Float32(0))
-    elif kind == Q4_0:
-        return (d, -8 * d)
-    else:
+    comptime if kind == Q4_1:
         return (d, half_float(block + 2))
+    else:
+        return (d, Float32(0))
 
 
 @always_inline
 def block_levels[
     kind: Int
 ](block: UnsafePointer[UInt8, _]) -> Tuple[SIMD[DType.float32, HALF], SIMD[DType.float32, HALF]]:
-    """The block's 32 levels q as float32: weights 0-15, then 16-31."""
+    """The block's 32 levels as float32 (Q4_0's less 8): weights 0-15, then
+    16-31."""
     comptime if kind == Q8_0:
         var values = (block + 2).bitcast[Int8]()
         return (
             values.load[width=HALF]().cast[DType.float32](),
             (values + HALF).load[width=HALF]().cast[DType.float32](),
         )
+    elif kind == Q4_0:
+        var packed = (block + 2).bitcast[Int8]().load[width=HALF]()
+        return (((packed & 15) - 8).cast[DType.float32](), ((packed >> 4 & 15) - 8).cast[DType.float32]())
     else:
-        var packed = (block + block_bytes[kind]() - HALF).load[width=HALF]()
+        var packed = (block + 4).load[width=HALF]()
         return ((packed & 15).cast[DType.float32](), (packed >> 4).cast[DType.float32]())
 
 
@@ -103,10 +105,13 @@ def dot_rows_blocks[
     """The rows first_row + s * stride (s < streams) times x, at once: each
     block's x loaded once for all of them, `streams` reads in flight."""
     comptime size = block_bytes[kind]()
+    # One register of sums and one number of m * sum(x) for each row (a
+    # vector's lanes written one at a time would chain every block's adds).
     var level_sums = stack_allocation[streams, SIMD[DType.float32, HALF]]()
-    var offsets = SIMD[DType.float32, streams](0)
+    var offsets = stack_allocation[streams, Float32]()
     comptime for s in range(streams):
         level_sums[s] = 0
+        offsets[s] = 0
     for b in range(blocks):
         var x_low = (x + b * BLOCK).load[width=HALF]()
         var x_high = (x + b * BLOCK + HALF).load[width=HALF]()
@@ -115,11 +120,11 @@ def dot_rows_blocks[
             var scales = block_scales[kind](block)
             var levels = block_levels[kind](block)
             level_sums[s] += scales[0] * (levels[0] * x_low + levels[1] * x_high)
-            comptime if kind != Q8_0:
+            comptime if kind == Q4_1:
                 offsets[s] += scales[1] * x_sums[b]
-    var totals = offsets
+    var totals = SIMD[DType.float32, streams](0)
     comptime for s in range(streams):
-        totals[s] += level_sums[s].reduce_add()
+        totals[s] = offsets[s] + level_sums[s].reduce_add()
     return totals
 
 
