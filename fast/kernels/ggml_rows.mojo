@@ -11,9 +11,9 @@ of one output's 32-weight runs along the input, in the file's layout:
 - Q4_1 (20 bytes): float16 d and m, the same 16 bytes; w = d * q + m.
 
 A block's sum of w * x is d * sum(q * x) + m * sum(x): the levels are
-multiplied in float32 registers (Q4_0's with their 8 taken off in the bytes,
-so that it needs no m), the block's sum(x) computed once per call for every
-row, and only one scale a block is applied to a whole vector of sums.
+widened and multiplied in float32 registers (Q4_0's with their 8 taken off
+first, so that it needs no m), the block's sum(x) computed once per call for
+every row, and only one scale a block is applied to a whole vector of sums.
 
 Decoding a token reads every weight once: the time is the blocks' bytes over
 the memory's rate. The rows are claimed by the cores as in linear_rows, and
@@ -93,6 +93,34 @@ def block_sums_of(x: UnsafePointer[Float32, _], blocks: Int, sums: UnsafePointer
 
 
 @always_inline
+def block_products[kind: Int](block: UnsafePointer[UInt8, _], x: UnsafePointer[Float32, _]) -> SIMD[DType.float32, WIDTH]:
+    """The block's levels times its 32 numbers of x, added down to WIDTH lanes.
+
+    A vector's worth of bytes is widened to 32-bit lanes as it is loaded (one
+    instruction), and a 4-bit level's two nibbles are taken from those lanes
+    (lane j: weight j's low nibble, weight j + 16's high one): widening the
+    16 bytes to 32 separate bytes first costs AVX2 three more shuffles a block."""
+    var sums = SIMD[DType.float32, WIDTH](0)
+    comptime if kind == Q8_0:
+        var values = (block + 2).bitcast[Int8]()
+        comptime for c in range(BLOCK // WIDTH):
+            var q = (values + c * WIDTH).load[width=WIDTH]().cast[DType.float32]()
+            sums += q * (x + c * WIDTH).load[width=WIDTH]()
+    else:
+        var packed = block + block_bytes[kind]() - HALF
+        comptime for c in range(HALF // WIDTH):
+            var lanes = (packed + c * WIDTH).load[width=WIDTH]().cast[DType.int32]()
+            var low = lanes & 15
+            var high = lanes >> 4
+            comptime if kind == Q4_0:
+                low -= 8
+                high -= 8
+            sums += low.cast[DType.float32]() * (x + c * WIDTH).load[width=WIDTH]()
+            sums += high.cast[DType.float32]() * (x + HALF + c * WIDTH).load[width=WIDTH]()
+    return sums
+
+
+@always_inline
 def dot_rows_blocks[
     kind: Int, streams: Int
 ](
@@ -107,19 +135,19 @@ def dot_rows_blocks[
     comptime size = block_bytes[kind]()
     # One register of sums and one number of m * sum(x) for each row (a
     # vector's lanes written one at a time would chain every block's adds).
-    var level_sums = stack_allocation[streams, SIMD[DType.float32, HALF]]()
+    # A block's 32 products are added down to one register (WIDTH lanes)
+    # before its scale: with AVX2's 16 registers, sums of 16 lanes (two
+    # registers) for each of 8 rows would not fit and would go through memory.
+    var level_sums = stack_allocation[streams, SIMD[DType.float32, WIDTH]]()
     var offsets = stack_allocation[streams, Float32]()
     comptime for s in range(streams):
         level_sums[s] = 0
         offsets[s] = 0
     for b in range(blocks):
-        var x_low = (x + b * BLOCK).load[width=HALF]()
-        var x_high = (x + b * BLOCK + HALF).load[width=HALF]()
         comptime for s in range(streams):
             var block = first_row + s * stride + b * size
             var scales = block_scales[kind](block)
-            var levels = block_levels[kind](block)
-            level_sums[s] += scales[0] * (levels[0] * x_low + levels[1] * x_high)
+            level_sums[s] += scales[0] * block_products[kind](block, x + b * BLOCK)
             comptime if kind == Q4_1:
                 offsets[s] += scales[1] * x_sums[b]
     var totals = SIMD[DType.float32, streams](0)
