@@ -170,28 +170,32 @@ def widen_row[
         (dest + b * BLOCK + HALF).store(scales[0] * levels[1] + scales[1])
 
 
-comptime TILE = 4  # a prompt's weight rows and input rows multiplied at once
+comptime TILE = 4  # a prompt's weight rows multiplied at once
+# ... by this many rows of x: TILE * X_TILE sums, a weight row's vector and an
+# input's held in registers, 4 x 4 of them fill AVX-512's 32 registers, and
+# would spill AVX2's 16 (4 x 2 fit).
+comptime X_TILE = 4 if WIDTH >= 16 else 2
 
 
 @always_inline
 def tile_dots(
     w: UnsafePointer[Float32, _], x: UnsafePointer[Float32, _], n_in: Int
-) -> SIMD[DType.float32, TILE * TILE]:
-    """sums[i * TILE + t] = x's row i . w's row t, for TILE rows of each (rows
-    n_in apart); n_in a multiple of WIDTH (whole blocks)."""
-    var acc = stack_allocation[TILE * TILE, SIMD[DType.float32, WIDTH]]()
-    comptime for i in range(TILE * TILE):
+) -> SIMD[DType.float32, X_TILE * TILE]:
+    """sums[i * TILE + t] = x's row i . w's row t, for X_TILE rows of x and
+    TILE of w (rows n_in apart); n_in a multiple of WIDTH (whole blocks)."""
+    var acc = stack_allocation[X_TILE * TILE, SIMD[DType.float32, WIDTH]]()
+    comptime for i in range(X_TILE * TILE):
         acc[i] = 0
     for k in range(0, n_in, WIDTH):
         var weights = stack_allocation[TILE, SIMD[DType.float32, WIDTH]]()
         comptime for t in range(TILE):
             weights[t] = (w + t * n_in + k).load[width=WIDTH]()
-        comptime for i in range(TILE):
+        comptime for i in range(X_TILE):
             var inputs = (x + i * n_in + k).load[width=WIDTH]()
             comptime for t in range(TILE):
                 acc[i * TILE + t] += weights[t] * inputs
-    var sums = SIMD[DType.float32, TILE * TILE](0)
-    comptime for i in range(TILE * TILE):
+    var sums = SIMD[DType.float32, X_TILE * TILE](0)
+    comptime for i in range(X_TILE * TILE):
         sums[i] = acc[i].reduce_add()
     return sums
 
@@ -251,9 +255,9 @@ def rows_times_blocks[
             out_ptr[n * out_strides[1]] = dot[0]
 
     def many_tokens(first: Int, last: Int) {var}:
-        # TILE weight rows widened at a time into the L1 cache, then TILE rows
-        # of x against them: TILE x TILE sums in registers, each load of a
-        # weight or an input feeding TILE multiply-adds.
+        # TILE weight rows widened at a time into the L1 cache, then X_TILE
+        # rows of x against them: TILE x X_TILE sums in registers, each load
+        # of a weight or an input feeding several multiply-adds.
         var widened = alloc[Float32](TILE * n_in)
         var n = first
         while n < last:
@@ -261,12 +265,12 @@ def rows_times_blocks[
             for t in range(count):
                 widen_row[kind](w_ptr + (n + t) * row_bytes, blocks, widened + t * n_in)
             var m = 0
-            while count == TILE and m + TILE <= rows:
+            while count == TILE and m + X_TILE <= rows:
                 var sums = tile_dots(widened, x_rows + m * n_in, n_in)
-                comptime for i in range(TILE):
+                comptime for i in range(X_TILE):
                     comptime for t in range(TILE):
                         out_ptr[(m + i) * out_strides[0] + (n + t) * out_strides[1]] = sums[i * TILE + t]
-                m += TILE
+                m += X_TILE
             for row in range(m, rows):
                 for t in range(count):
                     var dot = dot_widening(widened + t * n_in, x_rows + row * n_in, n_in)
