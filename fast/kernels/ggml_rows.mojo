@@ -66,27 +66,40 @@ def block_scales[kind: Int](block: UnsafePointer[UInt8, _]) -> Tuple[Float32, Fl
 
 
 @always_inline
-def block_levels[
-    kind: Int
-](block: UnsafePointer[UInt8, _]) -> Tuple[SIMD[DType.float32, HALF], SIMD[DType.float32, HALF]]:
-    """The block's 32 levels as float32 (Q4_0's less 8): weights 0-15, then
-    16-31."""
+def chunk_levels[
+    kind: Int, c: Int
+](block: UnsafePointer[UInt8, _]) -> Tuple[SIMD[DType.float32, WIDTH], SIMD[DType.float32, WIDTH]]:
+    """The levels of weights c * WIDTH onwards and of HALF + c * WIDTH onwards
+    (c < HALF / WIDTH), as float32 (Q4_0's less 8).
+
+    Bytes are widened to 32-bit lanes as they are loaded (one instruction),
+    and a 4-bit level's two nibbles are taken from those lanes (lane j: weight
+    j's low nibble, weight j + 16's high one): widening the 16 bytes to 32
+    separate bytes first costs AVX2 three more shuffles a block."""
     comptime if kind == Q8_0:
-        var values = (block + 2).bitcast[Int8]()
+        var values = (block + 2).bitcast[Int8]() + c * WIDTH
         return (
-            values.load[width=HALF]().cast[DType.float32](),
-            (values + HALF).load[width=HALF]().cast[DType.float32](),
+            values.load[width=WIDTH]().cast[DType.float32](),
+            (values + HALF).load[width=WIDTH]().cast[DType.float32](),
         )
-    elif kind == Q4_0:
-        var packed = (block + 2).bitcast[Int8]().load[width=HALF]()
-        return (((packed & 15) - 8).cast[DType.float32](), ((packed >> 4 & 15) - 8).cast[DType.float32]())
     else:
-        var packed = (block + 4).load[width=HALF]()
-        return ((packed & 15).cast[DType.float32](), (packed >> 4).cast[DType.float32]())
+        var packed = block + block_bytes[kind]() - HALF + c * WIDTH
+        var lanes = packed.load[width=WIDTH]().cast[DType.int32]()
+        var low = lanes & 15
+        var high = lanes >> 4
+        comptime if kind == Q4_0:
+            low -= 8
+            high -= 8
+        return (low.cast[DType.float32](), high.cast[DType.float32]())
 
 
-def block_sums_of(x: UnsafePointer[Float32, _], blocks: Int, sums: UnsafePointer[mut=True, Float32, _]):
-    """sums[b] = x[32 b] + ... + x[32 b + 31], for each block b of x's row."""
+def block_sums_of[
+    kind: Int
+](x: UnsafePointer[Float32, _], blocks: Int, sums: UnsafePointer[mut=True, Float32, _]):
+    """sums[b] = x[32 b] + ... + x[32 b + 31], for each block b of x's row:
+    only Q4_1's m multiplies them; for the other kinds nothing is computed."""
+    comptime if kind != Q4_1:
+        return
     for b in range(blocks):
         var at = x + b * BLOCK
         sums[b] = (at.load[width=HALF]() + (at + HALF).load[width=HALF]()).reduce_add()
@@ -94,29 +107,12 @@ def block_sums_of(x: UnsafePointer[Float32, _], blocks: Int, sums: UnsafePointer
 
 @always_inline
 def block_products[kind: Int](block: UnsafePointer[UInt8, _], x: UnsafePointer[Float32, _]) -> SIMD[DType.float32, WIDTH]:
-    """The block's levels times its 32 numbers of x, added down to WIDTH lanes.
-
-    A vector's worth of bytes is widened to 32-bit lanes as it is loaded (one
-    instruction), and a 4-bit level's two nibbles are taken from those lanes
-    (lane j: weight j's low nibble, weight j + 16's high one): widening the
-    16 bytes to 32 separate bytes first costs AVX2 three more shuffles a block."""
+    """The block's levels times its 32 numbers of x, added down to WIDTH lanes."""
     var sums = SIMD[DType.float32, WIDTH](0)
-    comptime if kind == Q8_0:
-        var values = (block + 2).bitcast[Int8]()
-        comptime for c in range(BLOCK // WIDTH):
-            var q = (values + c * WIDTH).load[width=WIDTH]().cast[DType.float32]()
-            sums += q * (x + c * WIDTH).load[width=WIDTH]()
-    else:
-        var packed = block + block_bytes[kind]() - HALF
-        comptime for c in range(HALF // WIDTH):
-            var lanes = (packed + c * WIDTH).load[width=WIDTH]().cast[DType.int32]()
-            var low = lanes & 15
-            var high = lanes >> 4
-            comptime if kind == Q4_0:
-                low -= 8
-                high -= 8
-            sums += low.cast[DType.float32]() * (x + c * WIDTH).load[width=WIDTH]()
-            sums += high.cast[DType.float32]() * (x + HALF + c * WIDTH).load[width=WIDTH]()
+    comptime for c in range(HALF // WIDTH):
+        var levels = chunk_levels[kind, c](block)
+        sums += levels[0] * (x + c * WIDTH).load[width=WIDTH]()
+        sums += levels[1] * (x + HALF + c * WIDTH).load[width=WIDTH]()
     return sums
 
 
@@ -130,8 +126,8 @@ def dot_rows_blocks[
     x: UnsafePointer[Float32, _],
     x_sums: UnsafePointer[Float32, _],
 ) -> SIMD[DType.float32, streams]:
-    """The rows first_row + s * stride (s < streams) times x, at once: each
-    block's x loaded once for all of them, `streams` reads in flight."""
+    """The rows first_row + s * stride (s < streams) times x, at once:
+    `streams` reads in flight, each block's x read from the L1 cache."""
     comptime size = block_bytes[kind]()
     # One register of sums and one number of m * sum(x) for each row (a
     # vector's lanes written one at a time would chain every block's adds).
@@ -165,9 +161,10 @@ def widen_row[
     for b in range(blocks):
         var block = row + b * size
         var scales = block_scales[kind](block)
-        var levels = block_levels[kind](block)
-        (dest + b * BLOCK).store(scales[0] * levels[0] + scales[1])
-        (dest + b * BLOCK + HALF).store(scales[0] * levels[1] + scales[1])
+        comptime for c in range(HALF // WIDTH):
+            var levels = chunk_levels[kind, c](block)
+            (dest + b * BLOCK + c * WIDTH).store(scales[0] * levels[0] + scales[1])
+            (dest + b * BLOCK + HALF + c * WIDTH).store(scales[0] * levels[1] + scales[1])
 
 
 comptime TILE = 4  # a prompt's weight rows multiplied at once
@@ -235,7 +232,7 @@ def rows_times_blocks[
     for m in range(rows):
         for k in range(n_in):
             x_rows[m * n_in + k] = x_in[m * x_strides[0] + k * x_strides[1]]
-        block_sums_of(x_rows + m * n_in, blocks, x_sums + m * blocks)
+        block_sums_of[kind](x_rows + m * n_in, blocks, x_sums + m * blocks)
     var w_ptr = weight.unsafe_ptr()
     var out_ptr = output.unsafe_ptr()
     var out_strides = output.strides()

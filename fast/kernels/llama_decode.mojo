@@ -223,7 +223,7 @@ def decode_layers[
             var layer_cache = layer * kv_heads * context * head_dim
             # 0: q, k, v of the normed stream.
             rms_normed(stream, norm_ptr + 2 * layer * width, eps, width, x)
-            block_sums_of(x, width_blocks, x_sums)
+            block_sums_of[kind](x, width_blocks, x_sums)
             var done = 0
             var claimed = claim(c, 0, qkv_rows, smallest_width, workers, STREAMS)
             while claimed[0] < claimed[1]:
@@ -274,7 +274,7 @@ def decode_layers[
             finished(c, 2, done)
             wait_for_step(c, 2, heads)
             # 3: the stream += o times the heads' outputs.
-            block_sums_of(attended, q_blocks, x_sums)
+            block_sums_of[kind](attended, q_blocks, x_sums)
             done = 0
             claimed = claim(c, 3, width, smallest_width, workers, STREAMS)
             while claimed[0] < claimed[1]:
@@ -285,7 +285,7 @@ def decode_layers[
             wait_for_step(c, 3, width)
             # 4: gate and up of the normed stream.
             rms_normed(stream, norm_ptr + (2 * layer + 1) * width, eps, width, x)
-            block_sums_of(x, width_blocks, x_sums)
+            block_sums_of[kind](x, width_blocks, x_sums)
             done = 0
             claimed = claim(c, 4, 2 * inner, smallest_width, workers, STREAMS)
             while claimed[0] < claimed[1]:
@@ -298,7 +298,7 @@ def decode_layers[
             for i in range(inner):
                 var g = gate_up[i]
                 x[i] = g / (1 + exp(-g)) * gate_up[inner + i]
-            block_sums_of(x, inner_blocks, x_sums)
+            block_sums_of[kind](x, inner_blocks, x_sums)
             done = 0
             claimed = claim(c, 5, width, smallest_inner, workers, STREAMS)
             while claimed[0] < claimed[1]:
