@@ -3,7 +3,7 @@ from a counter, and waits for the others at its end by watching another.
 """
 
 from std.atomic import Atomic
-from std.ffi import c_int, external_call
+from std.ffi import c_int, c_uint, external_call
 from std.math import ceildiv
 from std.memory import alloc
 from std.sys.info import size_of
@@ -24,8 +24,14 @@ from extensibility import InputTensor
 
 comptime CLAIM_BYTES = 32768  # the weight bytes of the smallest claim
 comptime LINE_BYTES = 64  # one cache line
-# Looks at a counter before a waiting core yields (microseconds of spinning).
+# Looks at a counter before a waiting core yields (microseconds of spinning),
+# then yields before it sleeps: a wait longer than that is another program
+# holding the core whose rows it waits for, and a core that only yields stays
+# runnable and takes its share of the cores from that program (two processes
+# of such kernels on two cores made each other 25 times slower).
 comptime SPINS_BEFORE_YIELD = 10000
+comptime YIELDS_BEFORE_SLEEP = 100
+comptime SLEEP_MICROSECONDS = 50
 
 
 # Each counter on a cache line of its own: a core adding to one must not
@@ -78,12 +84,15 @@ def new_counters(count: Int) -> UnsafePointer[Int64, MutUntrackedOrigin]:
 def wait_for_step(counters: UnsafePointer[mut=True, Int64, _], step: Int, total: Int):
     """Spins until all `total` rows of `step` are done (by this core or
     another). After SPINS_BEFORE_YIELD looks it also gives its core away at
-    each look: when more threads than cores run (other programs), the rows
-    it waits for may belong to a thread that needs this core to finish."""
-    var spins = 0
+    each look, and after YIELDS_BEFORE_SLEEP more it sleeps between looks:
+    when more threads than cores run (other programs), the rows it waits for
+    may belong to a thread that needs this core to finish."""
+    var looks = 0
     while Int(Atomic[Int64].load(counters + (2 * step + 1) * COUNTER_STRIDE)) < total:
-        spins += 1
-        if spins > SPINS_BEFORE_YIELD:
+        looks += 1
+        if looks > SPINS_BEFORE_YIELD + YIELDS_BEFORE_SLEEP:
+            _ = external_call["usleep", c_int](c_uint(SLEEP_MICROSECONDS))
+        elif looks > SPINS_BEFORE_YIELD:
             _ = external_call["sched_yield", c_int]()
 
 
