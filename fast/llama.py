@@ -333,13 +333,26 @@ class FastLlama(Module[..., Tensor]):
 # -- running it -----------------------------------------------------------------------
 
 
-class FastLlamaGenerator:
-    """The two compiled graphs (a prompt, one token) and the caches they share."""
+# Prompts shorter than this go through the one-token graph a token at a time,
+# and the prompt graph is not built: even from MAX's cache that takes seconds
+# (tracing, some 150 custom operations), hundreds of SmolLM2-135M's tokens.
+PROMPT_GRAPH_FROM = 64
 
-    def __init__(self, model: FastLlama, context: int | None = None) -> None:
+
+class FastLlamaGenerator:
+    """The compiled graphs (one token; a prompt's, when a prompt first needs
+    it) and the caches they share."""
+
+    def __init__(
+        self,
+        model: FastLlama,
+        context: int | None = None,
+        prompt_graph_from: int = PROMPT_GRAPH_FROM,
+    ) -> None:
         config = model.config
         self.config = config
         self.context = min(context or 4096, config.max_position_embeddings)
+        self.prompt_graph_from = prompt_graph_from
         cpu = CPU()
         kv_shape = [
             config.num_hidden_layers,
@@ -349,9 +362,9 @@ class FastLlamaGenerator:
         ]
         cache_type = BufferType(FLOAT32, kv_shape, device=cpu)
         start_type = TensorType(DType.int64, [1], device=cpu)
-        self.prefill = model.compile(
-            TensorType(DType.int64, ["seq"], device=cpu), cache_type, cache_type, start_type
-        )
+        ids_type = TensorType(DType.int64, ["seq"], device=cpu)
+        self._compile_prefill = lambda: model.compile(ids_type, cache_type, cache_type, start_type)
+        self._prefill = None
         self.decode = model.compile(
             TensorType(DType.int64, [1], device=cpu), cache_type, cache_type, start_type
         )
@@ -366,8 +379,26 @@ class FastLlamaGenerator:
         self.decode.execute_raw(*self._decode_buffers)  # starts MAX's poller, set aside now
         self.pollers_set_aside = max_runtime.demote_idle_pollers()
 
-    def prompt_logits(self, token_ids: Sequence[int]) -> np.ndarray:
-        """The last position's logits [vocab] of a prompt on an empty cache."""
+    @property
+    def prefill(self):
+        """The prompt graph, compiled the first time it is asked for."""
+        if self._prefill is None:
+            self._prefill = self._compile_prefill()
+        return self._prefill
+
+    def prompt_logits(
+        self, token_ids: Sequence[int], prompt_graph: bool | None = None
+    ) -> np.ndarray:
+        """The last position's logits [vocab] of a prompt on an empty cache:
+        through the prompt graph if `prompt_graph`, else a token at a time
+        through the decode graph; by default by the prompt's length."""
+        if not token_ids:
+            raise ValueError("the prompt has no tokens")
+        by_length = len(token_ids) >= self.prompt_graph_from
+        if not (by_length if prompt_graph is None else prompt_graph):
+            for position, token_id in enumerate(token_ids):
+                logits = self.decoded_logits(token_id, position)
+            return logits
         ids = np.asarray(token_ids, dtype=np.int64)
         first = np.zeros([1], dtype=np.int64)
         logits = self.prefill(
