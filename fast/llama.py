@@ -36,6 +36,7 @@ tests/test_fast_llama.py checks the logits against step 23's model.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -362,9 +363,13 @@ class FastLlamaGenerator:
         ]
         cache_type = BufferType(FLOAT32, kv_shape, device=cpu)
         start_type = TensorType(DType.int64, [1], device=cpu)
-        ids_type = TensorType(DType.int64, ["seq"], device=cpu)
-        self._compile_prefill = lambda: model.compile(ids_type, cache_type, cache_type, start_type)
-        self._prefill = None
+        self._model = model
+        self._prefill_types = (
+            TensorType(DType.int64, ["seq"], device=cpu),
+            cache_type,
+            cache_type,
+            start_type,
+        )
         self.decode = model.compile(
             TensorType(DType.int64, [1], device=cpu), cache_type, cache_type, start_type
         )
@@ -379,12 +384,10 @@ class FastLlamaGenerator:
         self.decode.execute_raw(*self._decode_buffers)  # starts MAX's poller, set aside now
         self.pollers_set_aside = max_runtime.demote_idle_pollers()
 
-    @property
+    @functools.cached_property
     def prefill(self):
         """The prompt graph, compiled the first time it is asked for."""
-        if self._prefill is None:
-            self._prefill = self._compile_prefill()
-        return self._prefill
+        return self._model.compile(*self._prefill_types)
 
     def prompt_logits(
         self, token_ids: Sequence[int], prompt_graph: bool | None = None

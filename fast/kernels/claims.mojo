@@ -27,8 +27,7 @@ comptime LINE_BYTES = 64  # one cache line
 # Looks at a counter before a waiting core yields (microseconds of spinning),
 # then yields before it sleeps: a wait longer than that is another program
 # holding the core whose rows it waits for, and a core that only yields stays
-# runnable and takes its share of the cores from that program (two processes
-# of such kernels on two cores made each other 25 times slower).
+# runnable and takes its share of the cores from that program.
 comptime SPINS_BEFORE_YIELD = 10000
 comptime YIELDS_BEFORE_SLEEP = 100
 comptime SLEEP_MICROSECONDS = 50
