@@ -60,16 +60,42 @@ def cpuinfo_field(name: str) -> str | None:
     """The first CPU's `name` line of /proc/cpuinfo, or None where there is none."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(name):
-                return line.split(":", 1)[1].strip()
+            key, _, value = line.partition(":")
+            if key.strip() == name:
+                return value.strip()
     except OSError:
         pass
     return None
 
 
+# AMD's cores by (cpu family, model range): a cloud machine's model name is
+# often a bare "AMD EPYC", the same for chips whose speeds differ several-fold.
+AMD_CORES = {
+    23: ((0x00, 0x2F, "Zen"), (0x30, 0xFF, "Zen 2")),
+    25: ((0x10, 0x1F, "Zen 4"), (0x60, 0xAF, "Zen 4"), (0x00, 0xFF, "Zen 3")),
+    26: ((0x00, 0xFF, "Zen 5"),),
+}
+
+
+def amd_core(family: int, model: int) -> str | None:
+    """The core of an AMD chip of this family and model, or None if unknown."""
+    for first, last, core in AMD_CORES.get(family, ()):
+        if first <= model <= last:
+            return core
+    return None
+
+
 def cpu_name() -> str:
+    """The first CPU's model name, with its core where the name leaves it out
+    ("AMD EPYC (Zen 3)")."""
     name = cpuinfo_field("model name")
-    return name or f"{platform.machine()} {platform.processor() or platform.system()}"
+    if not name:
+        return f"{platform.machine()} {platform.processor() or platform.system()}"
+    if cpuinfo_field("vendor_id") == "AuthenticAMD" and "Zen" not in name:
+        family, model = cpuinfo_field("cpu family") or "", cpuinfo_field("model") or ""
+        if family.isdigit() and model.isdigit() and (core := amd_core(int(family), int(model))):
+            return f"{name} ({core})"
+    return name
 
 
 def cpu_flags() -> set[str]:
