@@ -84,8 +84,18 @@ def widened(kind: str, table: np.ndarray) -> np.ndarray:
 
 # rows of x, outputs, inputs: one token and a prompt's few (whole tiles of four
 # and rows left over), outputs that leave the cores' last claims and tiles short
-# and fewer than the eight streams a core reads.
-SHAPES = [(1, 37, 64), (1, 3, 32), (5, 100, 96), (6, 37, 64), (1, 1536, 576), (9, 576, 1536)]
+# and fewer than the eight streams a core reads; a prompt whose x comes in
+# several chunks (20 rows of 1536 a chunk), the last one short and odd, against
+# panels of 32 weight rows and a short last one.
+SHAPES = [
+    (1, 37, 64),
+    (1, 3, 32),
+    (5, 100, 96),
+    (6, 37, 64),
+    (1, 1536, 576),
+    (9, 576, 1536),
+    (45, 70, 1536),
+]
 
 
 @pytest.mark.parametrize("rows, n_out, n_in", SHAPES)

@@ -18,8 +18,8 @@ every row, and only one scale a block is applied to a whole vector of sums.
 Decoding a token reads every weight once: the time is the blocks' bytes over
 the memory's rate. The rows are claimed by the cores as in linear_rows, and
 each core reads STREAMS rows far apart side by side (more reads in flight).
-A prompt's many rows widen each weight row once, into a float32 row in the
-L1 cache, and multiply it with every row of x.
+A prompt's many rows widen each weight row once, into a float32 panel of
+rows in the L2 cache, and multiply it with every row of x.
 """
 
 from std.memory import alloc, stack_allocation
@@ -172,6 +172,11 @@ comptime TILE = 4  # a prompt's weight rows multiplied at once
 # input's held in registers, 4 x 4 of them fill AVX-512's 32 registers, and
 # would spill AVX2's 16 (4 x 2 fit).
 comptime X_TILE = 4 if WIDTH >= 16 else 2
+# A prompt's weight rows widened at once, and the bytes of x's rows taken
+# against them at a time: both held in the L2 cache (up to 32 x 1536 x 4 =
+# 192 KB and 128 KB), each x row read from memory once per PANEL weight rows.
+comptime PANEL = 32
+comptime X_CHUNK_BYTES = 131072
 
 
 @always_inline
@@ -252,26 +257,38 @@ def rows_times_blocks[
             out_ptr[n * out_strides[1]] = dot[0]
 
     def many_tokens(first: Int, last: Int) {var}:
-        # TILE weight rows widened at a time into the L1 cache, then X_TILE
-        # rows of x against them: TILE x X_TILE sums in registers, each load
-        # of a weight or an input feeding several multiply-adds.
-        var widened = alloc[Float32](TILE * n_in)
+        # PANEL weight rows widened at a time, then x in chunks of `chunk`
+        # rows, each chunk against TILE of the panel's rows at a time: TILE x
+        # X_TILE sums in registers, each load of a weight or an input feeding
+        # several multiply-adds. Panel and chunk stay in the L2 cache, so a
+        # row of x comes from memory once a panel, not once every TILE rows.
+        var widened = alloc[Float32](PANEL * n_in)
+        var chunk = max(X_TILE, X_CHUNK_BYTES // (n_in * 4) // X_TILE * X_TILE)
         var n = first
         while n < last:
-            var count = min(TILE, last - n)
+            var count = min(PANEL, last - n)
             for t in range(count):
                 widen_row[kind](w_ptr + (n + t) * row_bytes, blocks, widened + t * n_in)
-            var m = 0
-            while count == TILE and m + X_TILE <= rows:
-                var sums = tile_dots(widened, x_rows + m * n_in, n_in)
-                comptime for i in range(X_TILE):
-                    comptime for t in range(TILE):
-                        out_ptr[(m + i) * out_strides[0] + (n + t) * out_strides[1]] = sums[i * TILE + t]
-                m += X_TILE
-            for row in range(m, rows):
-                for t in range(count):
-                    var dot = dot_widening(widened + t * n_in, x_rows + row * n_in, n_in)
-                    out_ptr[row * out_strides[0] + (n + t) * out_strides[1]] = dot
+            var tiled = count // TILE * TILE  # the panel's rows in whole tiles
+            for m0 in range(0, rows, chunk):
+                var m1 = min(rows, m0 + chunk)
+                for t0 in range(0, tiled, TILE):
+                    var w_tile = widened + t0 * n_in
+                    var m = m0
+                    while m + X_TILE <= m1:
+                        var sums = tile_dots(w_tile, x_rows + m * n_in, n_in)
+                        comptime for i in range(X_TILE):
+                            comptime for t in range(TILE):
+                                out_ptr[(m + i) * out_strides[0] + (n + t0 + t) * out_strides[1]] = sums[i * TILE + t]
+                        m += X_TILE
+                    for row in range(m, m1):
+                        for t in range(t0, t0 + TILE):
+                            var dot = dot_widening(widened + t * n_in, x_rows + row * n_in, n_in)
+                            out_ptr[row * out_strides[0] + (n + t) * out_strides[1]] = dot
+                for t in range(tiled, count):
+                    for row in range(m0, m1):
+                        var dot = dot_widening(widened + t * n_in, x_rows + row * n_in, n_in)
+                        out_ptr[row * out_strides[0] + (n + t) * out_strides[1]] = dot
             n += count
         widened.free()
 
