@@ -20,8 +20,8 @@ from devtools.bench import llama, llama_gguf
 from devtools.bench.stats import summary
 
 BENCH = Path(__file__).resolve().parents[1] / "docs/src/bench"
-# The performance page's table, and step 30's (measured with the one-file bench of its time).
-BOOK_TABLES = [BENCH / "llama_gguf_decode.md", BENCH / "llama_gguf_q8_projections.md"]
+# The Llama page's tables, one a machine, and step 30's (the one-file bench of its time).
+BOOK_TABLES = sorted(BENCH.rglob("llama_gguf*.md"))
 
 
 # -- arguments --------------------------------------------------------------------
@@ -191,7 +191,7 @@ def test_a_run_without_llama_cpp_says_why_in_the_table() -> None:
     assert "llama.cpp was not measured: llama.cpp is not installed." in report
 
 
-@pytest.mark.parametrize("table", BOOK_TABLES, ids=lambda path: path.stem)
+@pytest.mark.parametrize("table", BOOK_TABLES, ids=lambda path: str(path.relative_to(BENCH)))
 def test_the_books_tables_are_what_the_report_makes_of_their_data(table: Path) -> None:
     data = json.loads(table.with_suffix(".json").read_text())
     assert table.read_text() == llama.report(data)

@@ -306,6 +306,18 @@ def test_bench_task_runs_the_benchmark() -> None:
     assert "transformers" in result.stdout
 
 
+def test_bench_llama_task_runs_the_llama_bench_on_every_file_kind() -> None:
+    """The Llama bench takes half an hour; the task must be the module on
+    SmolLM2's file and its four variants, and refuse an unknown contender
+    before it loads anything."""
+    module, *options = shlex.split(tasks()["bench-llama"][1])[2:]
+    assert module == "devtools.bench.llama"
+    assert options == ["--gguf", "--files", "q4_1,q8_0,q4_0,bf16,f32"]
+    result = run_task("bench-llama", "--contenders", "nobody")
+    assert result.returncode == 2, explain(result)
+    assert "Traceback" not in result.stderr
+
+
 def test_serve_bench_task_rejects_a_missing_checkpoint(tmp_path: Path) -> None:
     """The serving benchmark takes minutes; the task must be the module and
     reject a directory that is not a checkpoint before it starts anything."""
