@@ -334,9 +334,8 @@ class FastLlama(Module[..., Tensor]):
 # -- running it -----------------------------------------------------------------------
 
 
-# Prompts shorter than this go through the one-token graph a token at a time,
-# and the prompt graph is not built: even from MAX's cache that takes seconds
-# (tracing, some 150 custom operations), hundreds of SmolLM2-135M's tokens.
+# Shorter prompts go through the one-token graph a token at a time until the prompt
+# graph is built: building it takes seconds even from MAX's cache (150 custom ops).
 PROMPT_GRAPH_FROM = 64
 
 
@@ -394,10 +393,11 @@ class FastLlamaGenerator:
     ) -> np.ndarray:
         """The last position's logits [vocab] of a prompt on an empty cache:
         through the prompt graph if `prompt_graph`, else a token at a time
-        through the decode graph; by default by the prompt's length."""
+        through the decode graph; by default by the prompt's length (from 2
+        tokens on once the prompt graph is built)."""
         if not token_ids:
             raise ValueError("the prompt has no tokens")
-        by_length = len(token_ids) >= self.prompt_graph_from
+        by_length = len(token_ids) >= (2 if "prefill" in vars(self) else self.prompt_graph_from)
         if not (by_length if prompt_graph is None else prompt_graph):
             for position, token_id in enumerate(token_ids):
                 logits = self.decoded_logits(token_id, position)

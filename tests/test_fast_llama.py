@@ -260,6 +260,7 @@ def test_the_fast_model_computes_step_23s_logits(gguf_file):
     assert (model.one_block_kind() is None) == (gguf_file.stem == "mixed")
     generator = llama.FastLlamaGenerator(model, context=64)
     greedy = list(generator.generate(PROMPT, DECODED))
+    assert "prefill" not in vars(generator), "a short prompt built the prompt graph"
     # The prompt a token at a time (a short prompt's way), then through the
     # prompt graph, which leaves the caches as the decoded tokens expect them.
     by_tokens = generator.prompt_logits(PROMPT, prompt_graph=False)
@@ -277,6 +278,11 @@ def test_the_fast_model_computes_step_23s_logits(gguf_file):
         scale = np.abs(theirs).max()
         np.testing.assert_allclose(ours, theirs, atol=tolerance * scale, err_msg=label)
     assert greedy == [int(np.argmax(logits)) for logits in expected]
+    # Once built, the prompt graph takes a short prompt too.
+    built, calls = generator.prefill, []
+    generator.prefill = lambda *inputs: calls.append(len(inputs)) or built(*inputs)
+    np.testing.assert_allclose(generator.prompt_logits(PROMPT), fast_logits[0], rtol=1e-6)
+    assert calls, "the short prompt went a token at a time past a built prompt graph"
 
 
 def test_a_file_the_fast_path_cannot_run_is_refused_by_name(tmp_path):
