@@ -280,8 +280,8 @@ class FastLlama(Module[..., Tensor]):
         return self.output(last).reshape([self.config.vocab_size])
 
     def one_block_kind(self) -> str | None:
-        """The block type every layer's matrices share, if they do and our
-        kernels read it, with each layer's q/k/v and gate/up fused."""
+        """The block type (or float32 or bfloat16 rows) every layer's matrices
+        share, if they do, with each layer's q/k/v and gate/up fused."""
         kinds = {
             part.kind
             for layer in self.layers
@@ -290,7 +290,7 @@ class FastLlama(Module[..., Tensor]):
         }
         fused = all(len(layer.qkv.parts) == len(layer.gate_up.parts) == 1 for layer in self.layers)
         kind = next(iter(kinds)) if len(kinds) == 1 else None
-        return kind if kind in BLOCK_KINDS and fused else None
+        return kind if (kind in BLOCK_KINDS or kind in ROW_DTYPES) and fused else None
 
     def _decode_layers(self, hidden: Tensor, key_cache: Tensor, value_cache: Tensor, start):
         """One token through every layer in one call of our kernel

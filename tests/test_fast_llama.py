@@ -218,14 +218,28 @@ def package_file(path: Path, kinds=one_block_type) -> Path:
     return path
 
 
-@pytest.fixture(scope="module", params=["mixed", "one block type", "gguf package"])
+def plain_rows(kind: str):
+    """Every layer's matrices in float32 or bfloat16 rows: the one-call kernel on plain rows."""
+    return lambda name: kind_of(name) if name in MODEL_KINDS or "norm" in name else kind
+
+
+FILES = {
+    "mixed": kind_of,
+    "one block type": one_block_type,
+    "float32 rows": plain_rows("F32"),
+    "bfloat16 rows": plain_rows("BF16"),
+}
+
+
+@pytest.fixture(scope="module", params=[*FILES, "gguf package"])
 def gguf_file(request, tmp_path_factory) -> Path:
     """A tiny Llama GGUF: with every kind of matrix the fast path reads; with
-    every layer's matrices of one block type; that one as the gguf package writes it."""
+    every layer's matrices of one block type (or float32 or bfloat16 rows);
+    the Q4_1 one as the gguf package writes it."""
     path = tmp_path_factory.mktemp("gguf") / f"{request.param.replace(' ', '_')}.gguf"
     if request.param == "gguf package":
         return package_file(path)
-    return write_file(path, kind_of if request.param == "mixed" else one_block_type)
+    return write_file(path, FILES[request.param])
 
 
 PROMPT = [5, 17, 250, 3, 99, 42, 7]

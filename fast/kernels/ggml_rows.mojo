@@ -36,6 +36,10 @@ comptime HALF = BLOCK // 2
 comptime Q8_0 = 0
 comptime Q4_0 = 1
 comptime Q4_1 = 2
+# Plain rows of float32 or bfloat16, taken 32 weights (a "block") at a time by
+# the one-call decode (llama_decode.mojo): no scale, no m.
+comptime F32 = 3
+comptime BF16 = 4
 comptime CLAIM_BYTES = 32768  # the blocks' bytes of the smallest claim
 
 
@@ -45,6 +49,10 @@ def block_bytes[kind: Int]() -> Int:
         return 2 + BLOCK
     elif kind == Q4_0:
         return 2 + HALF
+    elif kind == F32:
+        return 4 * BLOCK
+    elif kind == BF16:
+        return 2 * BLOCK
     else:
         return 4 + HALF
 
@@ -117,6 +125,17 @@ def block_products[kind: Int](block: UnsafePointer[UInt8, _], x: UnsafePointer[F
 
 
 @always_inline
+def plain_products[kind: Int](block: UnsafePointer[UInt8, _], x: UnsafePointer[Float32, _]) -> SIMD[DType.float32, WIDTH]:
+    """32 float32 or bfloat16 weights times their 32 numbers of x, added down to WIDTH lanes."""
+    comptime wtype = DType.float32 if kind == F32 else DType.bfloat16
+    var weights = block.bitcast[Scalar[wtype]]()
+    var sums = SIMD[DType.float32, WIDTH](0)
+    comptime for c in range(BLOCK // WIDTH):
+        sums += (weights + c * WIDTH).load[width=WIDTH]().cast[DType.float32]() * (x + c * WIDTH).load[width=WIDTH]()
+    return sums
+
+
+@always_inline
 def dot_rows_blocks[
     kind: Int, streams: Int
 ](
@@ -142,10 +161,13 @@ def dot_rows_blocks[
     for b in range(blocks):
         comptime for s in range(streams):
             var block = first_row + s * stride + b * size
-            var scales = block_scales[kind](block)
-            level_sums[s] += scales[0] * block_products[kind](block, x + b * BLOCK)
-            comptime if kind == Q4_1:
-                offsets[s] += scales[1] * x_sums[b]
+            comptime if kind == F32 or kind == BF16:
+                level_sums[s] += plain_products[kind](block, x + b * BLOCK)
+            else:
+                var scales = block_scales[kind](block)
+                level_sums[s] += scales[0] * block_products[kind](block, x + b * BLOCK)
+                comptime if kind == Q4_1:
+                    offsets[s] += scales[1] * x_sums[b]
     var totals = SIMD[DType.float32, streams](0)
     comptime for s in range(streams):
         totals[s] = offsets[s] + level_sums[s].reduce_add()

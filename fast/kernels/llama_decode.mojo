@@ -1,5 +1,6 @@
 """One decoded token through all of a Llama's layers in one call, its
-matrices in ggml's blocks (llama_decode_blocks_q8_0, _q4_0, _q4_1).
+matrices in ggml's blocks (llama_decode_blocks_q8_0, _q4_0, _q4_1) or in
+plain float32 or bfloat16 rows (_f32, _bf16).
 
 As graph operations a layer is about thirty of MAX's calls (two RMSNorms,
 four projections, the rotations, the cache's writes and reads, attention,
@@ -28,7 +29,7 @@ from extensibility import InputTensor, InputVariadicTensors, OutputTensor
 from extensibility.managed_tensor_slice import _MutableInputTensor as MutableInputTensor
 from .claims import COUNTER_STRIDE, claim, finished, new_counters, wait_for_step
 from .cpu import STREAMS, WIDTH
-from .ggml_rows import BLOCK, CLAIM_BYTES, Q4_0, Q4_1, Q8_0, block_bytes, block_sums_of, dot_rows_blocks
+from .ggml_rows import BF16, BLOCK, CLAIM_BYTES, F32, Q4_0, Q4_1, Q8_0, block_bytes, block_sums_of, dot_rows_blocks
 
 comptime STEPS = 6
 comptime MATRICES = 4  # a layer's: qkv, o, gate_up, down
@@ -134,7 +135,7 @@ def decode_layers[
     inv_freq: InputTensor[dtype = DType.float32, rank=1, ...],
     settings: InputTensor[dtype = DType.float32, rank=1, ...],
     start: InputTensor[dtype = DType.int64, rank=1, ...],
-    matrices: InputVariadicTensors[dtype = DType.uint8, rank=2, ...],
+    matrices: InputVariadicTensors[rank=2, ...],
     name: StaticString,
 ) raises:
     """hidden [1, width] -> output [1, width] through every layer; caches
@@ -382,4 +383,48 @@ struct DecodeQ4_1:
         decode_layers[Q4_1](
             output, key_cache, value_cache, hidden, norms, inv_freq, settings, start, matrices,
             "llama_decode_blocks_q4_1",
+        )
+
+
+@extensibility.register("llama_decode_blocks_f32")
+struct DecodeF32:
+    @staticmethod
+    def execute[
+        target: StaticString
+    ](
+        output: OutputTensor[dtype = DType.float32, rank=2, ...],
+        key_cache: MutableInputTensor[dtype = DType.float32, rank=4, ...],
+        value_cache: MutableInputTensor[dtype = DType.float32, rank=4, ...],
+        hidden: InputTensor[dtype = DType.float32, rank=2, ...],
+        norms: InputTensor[dtype = DType.float32, rank=3, ...],
+        inv_freq: InputTensor[dtype = DType.float32, rank=1, ...],
+        settings: InputTensor[dtype = DType.float32, rank=1, ...],
+        start: InputTensor[dtype = DType.int64, rank=1, ...],
+        matrices: InputVariadicTensors[dtype = DType.float32, rank=2, ...],
+    ) raises:
+        decode_layers[F32](
+            output, key_cache, value_cache, hidden, norms, inv_freq, settings, start, matrices,
+            "llama_decode_blocks_f32",
+        )
+
+
+@extensibility.register("llama_decode_blocks_bf16")
+struct DecodeBF16:
+    @staticmethod
+    def execute[
+        target: StaticString
+    ](
+        output: OutputTensor[dtype = DType.float32, rank=2, ...],
+        key_cache: MutableInputTensor[dtype = DType.float32, rank=4, ...],
+        value_cache: MutableInputTensor[dtype = DType.float32, rank=4, ...],
+        hidden: InputTensor[dtype = DType.float32, rank=2, ...],
+        norms: InputTensor[dtype = DType.float32, rank=3, ...],
+        inv_freq: InputTensor[dtype = DType.float32, rank=1, ...],
+        settings: InputTensor[dtype = DType.float32, rank=1, ...],
+        start: InputTensor[dtype = DType.int64, rank=1, ...],
+        matrices: InputVariadicTensors[dtype = DType.bfloat16, rank=2, ...],
+    ) raises:
+        decode_layers[BF16](
+            output, key_cache, value_cache, hidden, norms, inv_freq, settings, start, matrices,
+            "llama_decode_blocks_bf16",
         )
