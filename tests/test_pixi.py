@@ -41,6 +41,7 @@ KNOWN_TASKS = {
     "build-book": "test_build_book_builds",
     "generate": "test_generate_task_rejects_an_empty_prompt",
     "bench": "test_bench_task_runs_the_benchmark",
+    "bench-llama": "test_bench_llama_task_runs_the_llama_bench_on_every_file_kind",
     "serve-bench": "test_serve_bench_task_rejects_a_missing_checkpoint",
     "mutate": "test_mutate_task_lists_the_mutants",
     "status": "test_learner_loop_tasks_run_tools_learn",
@@ -223,8 +224,10 @@ def test_tasks_live_where_pixi_run_finds_them() -> None:
     assert owners["book"] == owners["build-book"] == "docs"
     assert owners["serve"] == "serve"  # needs max[serve]
     assert owners["serve-bench"] == "test"  # max[serve], torch and transformers
+    assert owners["bench-llama"] == "test"  # transformers, gguf; llama.cpp with -e peers
     assert owners["notebook"] == "notebook"  # needs Jupyter Lab and jupytext
-    special = {"test", "bench", "serve-bench", "book", "build-book", "serve", "notebook"}
+    special = {"test", "bench", "bench-llama", "serve-bench"}
+    special |= {"book", "build-book", "serve", "notebook"}
     others = set(owners) - special
     assert {owners[name] for name in others} == {"default"}
 
