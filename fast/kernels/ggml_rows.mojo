@@ -29,15 +29,15 @@ import extensibility
 from extensibility import InputTensor, OutputTensor
 from .claims import claim, new_counters
 from .cpu import STREAMS, WIDTH
-from .dots import dot_widening
+from .dots import dot_widening, dot_widening_streams
 
 comptime BLOCK = 32  # weights a block
 comptime HALF = BLOCK // 2
 comptime Q8_0 = 0
 comptime Q4_0 = 1
 comptime Q4_1 = 2
-# Plain rows of float32 or bfloat16, taken 32 weights (a "block") at a time by
-# the one-call decode (llama_decode.mojo): no scale, no m.
+# Plain rows of float32 or bfloat16 in the one-call decode (llama_decode.mojo),
+# measured in blocks of 32 weights there: dots.mojo's dot_widening_streams reads them.
 comptime F32 = 3
 comptime BF16 = 4
 comptime CLAIM_BYTES = 32768  # the blocks' bytes of the smallest claim
@@ -125,17 +125,6 @@ def block_products[kind: Int](block: UnsafePointer[UInt8, _], x: UnsafePointer[F
 
 
 @always_inline
-def plain_products[kind: Int](block: UnsafePointer[UInt8, _], x: UnsafePointer[Float32, _]) -> SIMD[DType.float32, WIDTH]:
-    """32 float32 or bfloat16 weights times their 32 numbers of x, added down to WIDTH lanes."""
-    comptime wtype = DType.float32 if kind == F32 else DType.bfloat16
-    var weights = block.bitcast[Scalar[wtype]]()
-    var sums = SIMD[DType.float32, WIDTH](0)
-    comptime for c in range(BLOCK // WIDTH):
-        sums += (weights + c * WIDTH).load[width=WIDTH]().cast[DType.float32]() * (x + c * WIDTH).load[width=WIDTH]()
-    return sums
-
-
-@always_inline
 def dot_rows_blocks[
     kind: Int, streams: Int
 ](
@@ -148,6 +137,10 @@ def dot_rows_blocks[
     """The rows first_row + s * stride (s < streams) times x, at once:
     `streams` reads in flight, each block's x read from the L1 cache."""
     comptime size = block_bytes[kind]()
+    comptime if kind == F32 or kind == BF16:  # plain rows: GPT-2's dot, widening in registers
+        comptime wtype = DType.float32 if kind == F32 else DType.bfloat16
+        var rows = first_row.bitcast[Scalar[wtype]]()
+        return dot_widening_streams[streams](rows, stride * BLOCK // size, x, blocks * BLOCK)
     # One register of sums and one number of m * sum(x) for each row (a
     # vector's lanes written one at a time would chain every block's adds).
     # A block's 32 products are added down to one register (WIDTH lanes)
@@ -161,13 +154,10 @@ def dot_rows_blocks[
     for b in range(blocks):
         comptime for s in range(streams):
             var block = first_row + s * stride + b * size
-            comptime if kind == F32 or kind == BF16:
-                level_sums[s] += plain_products[kind](block, x + b * BLOCK)
-            else:
-                var scales = block_scales[kind](block)
-                level_sums[s] += scales[0] * block_products[kind](block, x + b * BLOCK)
-                comptime if kind == Q4_1:
-                    offsets[s] += scales[1] * x_sums[b]
+            var scales = block_scales[kind](block)
+            level_sums[s] += scales[0] * block_products[kind](block, x + b * BLOCK)
+            comptime if kind == Q4_1:
+                offsets[s] += scales[1] * x_sums[b]
     var totals = SIMD[DType.float32, streams](0)
     comptime for s in range(streams):
         totals[s] = offsets[s] + level_sums[s].reduce_add()
