@@ -1,25 +1,18 @@
-"""x times a weight held in ggml's blocks (Q8_0, Q4_0, Q4_1), read as the
-file stores them, never widened to a float32 matrix in memory; and a table's
-rows widened (a Llama's token embedding in blocks).
+"""x times a weight held in ggml's blocks (Q8_0, Q4_0, Q4_1; blocks.mojo),
+read as the file stores them, never widened to a float32 matrix in memory;
+and a table's rows widened (a Llama's token embedding in blocks).
 
 A weight is a uint8 matrix [out, blocks * BLOCK_BYTES]: each row the blocks
-of one output's 32-weight runs along the input, in the file's layout:
-
-- Q8_0 (34 bytes): a float16 scale d, 32 int8 values q; w = d * q.
-- Q4_0 (18 bytes): a float16 scale d, 16 bytes of 4-bit levels (the low
-  nibbles are weights 0-15, the high ones 16-31); w = d * (q - 8).
-- Q4_1 (20 bytes): float16 d and m, the same 16 bytes; w = d * q + m.
-
-A block's sum of w * x is d * sum(q * x) + m * sum(x): the levels are
-widened and multiplied in float32 registers (Q4_0's with their 8 taken off
-first, so that it needs no m), the block's sum(x) computed once per call for
-every row, and only one scale a block is applied to a whole vector of sums.
+of one output's 32-weight runs along the input, in the file's layout.
 
 Decoding a token reads every weight once: the time is the blocks' bytes over
 the memory's rate. The rows are claimed by the cores as in linear_rows, and
-each core reads STREAMS rows far apart side by side (more reads in flight).
-A prompt's many rows widen each weight row once, into a float32 panel of
-rows in the L2 cache, and multiply it with every row of x.
+each core reads STREAMS rows far apart side by side (more reads in flight),
+multiplying bytes by x rounded to 8-bit blocks (token_rows.mojo). A prompt's
+many rows widen each weight row once, into a float32 panel of rows in the
+L2 cache, and multiply it with every row of x in float32: there the
+multiply-adds, not the bytes, bound the time, and each widened weight
+serves every row.
 """
 
 from std.memory import alloc, stack_allocation
@@ -28,49 +21,10 @@ from max.algorithm import parallelize
 import extensibility
 from extensibility import InputTensor, OutputTensor
 from .claims import claim, new_counters
+from .blocks import BLOCK, CLAIM_BYTES, HALF, Q4_0, Q4_1, Q8_0, block_bytes, block_scales
 from .cpu import STREAMS, WIDTH
-from .dots import dot_widening, dot_widening_streams
-
-comptime BLOCK = 32  # weights a block
-comptime HALF = BLOCK // 2
-comptime Q8_0 = 0
-comptime Q4_0 = 1
-comptime Q4_1 = 2
-# Plain rows of float32 or bfloat16 in the one-call decode (llama_decode.mojo),
-# measured in blocks of 32 weights there: dots.mojo's dot_widening_streams reads them.
-comptime F32 = 3
-comptime BF16 = 4
-comptime CLAIM_BYTES = 32768  # the blocks' bytes of the smallest claim
-
-
-@always_inline
-def block_bytes[kind: Int]() -> Int:
-    comptime if kind == Q8_0:
-        return 2 + BLOCK
-    elif kind == Q4_0:
-        return 2 + HALF
-    elif kind == F32:
-        return 4 * BLOCK
-    elif kind == BF16:
-        return 2 * BLOCK
-    else:
-        return 4 + HALF
-
-
-@always_inline
-def half_float(at: UnsafePointer[UInt8, _]) -> Float32:
-    """The little-endian float16 at `at`, as float32."""
-    return at.bitcast[Float16]()[0].cast[DType.float32]()
-
-
-@always_inline
-def block_scales[kind: Int](block: UnsafePointer[UInt8, _]) -> Tuple[Float32, Float32]:
-    """(d, m): the block's scale, and what each weight has added (see above)."""
-    var d = half_float(block)
-    comptime if kind == Q4_1:
-        return (d, half_float(block + 2))
-    else:
-        return (d, Float32(0))
+from .dots import dot_widening
+from .token_rows import dot_rows_blocks, prepare_x, x_floats
 
 
 @always_inline
@@ -99,69 +53,6 @@ def chunk_levels[
             low -= 8
             high -= 8
         return (low.cast[DType.float32](), high.cast[DType.float32]())
-
-
-def block_sums_of[
-    kind: Int
-](x: UnsafePointer[Float32, _], blocks: Int, sums: UnsafePointer[mut=True, Float32, _]):
-    """sums[b] = x[32 b] + ... + x[32 b + 31], for each block b of x's row:
-    only Q4_1's m multiplies them; for the other kinds nothing is computed."""
-    comptime if kind != Q4_1:
-        return
-    for b in range(blocks):
-        var at = x + b * BLOCK
-        sums[b] = (at.load[width=HALF]() + (at + HALF).load[width=HALF]()).reduce_add()
-
-
-@always_inline
-def block_products[kind: Int](block: UnsafePointer[UInt8, _], x: UnsafePointer[Float32, _]) -> SIMD[DType.float32, WIDTH]:
-    """The block's levels times its 32 numbers of x, added down to WIDTH lanes."""
-    var sums = SIMD[DType.float32, WIDTH](0)
-    comptime for c in range(HALF // WIDTH):
-        var levels = chunk_levels[kind, c](block)
-        sums += levels[0] * (x + c * WIDTH).load[width=WIDTH]()
-        sums += levels[1] * (x + HALF + c * WIDTH).load[width=WIDTH]()
-    return sums
-
-
-@always_inline
-def dot_rows_blocks[
-    kind: Int, streams: Int
-](
-    first_row: UnsafePointer[UInt8, _],
-    stride: Int,
-    blocks: Int,
-    x: UnsafePointer[Float32, _],
-    x_sums: UnsafePointer[Float32, _],
-) -> SIMD[DType.float32, streams]:
-    """The rows first_row + s * stride (s < streams) times x, at once:
-    `streams` reads in flight, each block's x read from the L1 cache."""
-    comptime size = block_bytes[kind]()
-    comptime if kind == F32 or kind == BF16:  # plain rows: GPT-2's dot, widening in registers
-        comptime wtype = DType.float32 if kind == F32 else DType.bfloat16
-        var rows = first_row.bitcast[Scalar[wtype]]()
-        return dot_widening_streams[streams](rows, stride * BLOCK // size, x, blocks * BLOCK)
-    # One register of sums and one number of m * sum(x) for each row (a
-    # vector's lanes written one at a time would chain every block's adds).
-    # A block's 32 products are added down to one register (WIDTH lanes)
-    # before its scale: with AVX2's 16 registers, sums of 16 lanes (two
-    # registers) for each of 8 rows would not fit and would go through memory.
-    var level_sums = stack_allocation[streams, SIMD[DType.float32, WIDTH]]()
-    var offsets = stack_allocation[streams, Float32]()
-    comptime for s in range(streams):
-        level_sums[s] = 0
-        offsets[s] = 0
-    for b in range(blocks):
-        comptime for s in range(streams):
-            var block = first_row + s * stride + b * size
-            var scales = block_scales[kind](block)
-            level_sums[s] += scales[0] * block_products[kind](block, x + b * BLOCK)
-            comptime if kind == Q4_1:
-                offsets[s] += scales[1] * x_sums[b]
-    var totals = SIMD[DType.float32, streams](0)
-    comptime for s in range(streams):
-        totals[s] = offsets[s] + level_sums[s].reduce_add()
-    return totals
 
 
 @always_inline
@@ -241,15 +132,16 @@ def rows_times_blocks[
     var blocks = n_in // BLOCK
     comptime size = block_bytes[kind]()
     var row_bytes = blocks * size
-    # x contiguous, with each block's sum once for all weight rows.
+    # x contiguous; one token's rounded to 8-bit blocks once for all weight rows.
     var x_rows = alloc[Float32](rows * n_in)
-    var x_sums = alloc[Float32](rows * blocks)
+    var x_area = alloc[Float32](x_floats(blocks))
     var x_strides = x.strides()
     var x_in = x.unsafe_ptr()
     for m in range(rows):
         for k in range(n_in):
             x_rows[m * n_in + k] = x_in[m * x_strides[0] + k * x_strides[1]]
-        block_sums_of[kind](x_rows + m * n_in, blocks, x_sums + m * blocks)
+    if rows == 1:
+        prepare_x[kind](x_rows, blocks, x_area)
     var w_ptr = weight.unsafe_ptr()
     var out_ptr = output.unsafe_ptr()
     var out_strides = output.strides()
@@ -260,12 +152,12 @@ def rows_times_blocks[
         for i in range(part):
             var n = first + i
             var dots = dot_rows_blocks[kind, STREAMS](
-                w_ptr + n * row_bytes, part * row_bytes, blocks, x_rows, x_sums
+                w_ptr + n * row_bytes, part * row_bytes, blocks, x_rows, x_area
             )
             comptime for s in range(STREAMS):
                 out_ptr[(n + s * part) * out_strides[1]] = dots[s]
         for n in range(first + STREAMS * part, last):
-            var dot = dot_rows_blocks[kind, 1](w_ptr + n * row_bytes, 0, blocks, x_rows, x_sums)
+            var dot = dot_rows_blocks[kind, 1](w_ptr + n * row_bytes, 0, blocks, x_rows, x_area)
             out_ptr[n * out_strides[1]] = dot[0]
 
     def many_tokens(first: Int, last: Int) {var}:
@@ -319,7 +211,7 @@ def rows_times_blocks[
 
     parallelize(worker, workers)
     claims.free()
-    x_sums.free()
+    x_area.free()
     x_rows.free()
 
 

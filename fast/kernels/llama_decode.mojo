@@ -17,7 +17,8 @@ by watching a counter. A layer's steps:
 5. the stream += down's rows times SiLU(gate) * up.
 
 Each core normalizes the stream itself (hidden numbers: cheaper than a
-step) and makes its own SiLU(gate) * up.
+step), makes its own SiLU(gate) * up, and rounds its own copy of a
+product's x to 8-bit blocks (token_rows.mojo).
 """
 
 from std.math import exp, sqrt, cos, sin
@@ -29,7 +30,8 @@ from extensibility import InputTensor, InputVariadicTensors, OutputTensor
 from extensibility.managed_tensor_slice import _MutableInputTensor as MutableInputTensor
 from .claims import COUNTER_STRIDE, claim, finished, new_counters, wait_for_step
 from .cpu import STREAMS, WIDTH
-from .ggml_rows import BF16, BLOCK, CLAIM_BYTES, F32, Q4_0, Q4_1, Q8_0, block_bytes, block_sums_of, dot_rows_blocks
+from .blocks import BF16, BLOCK, CLAIM_BYTES, F32, Q4_0, Q4_1, Q8_0, block_bytes
+from .token_rows import dot_rows_blocks, prepare_x, x_floats
 
 comptime STEPS = 6
 comptime MATRICES = 4  # a layer's: qkv, o, gate_up, down
@@ -102,7 +104,7 @@ def rows_times[
     last: Int,
     blocks: Int,
     x: UnsafePointer[Float32, _],
-    x_sums: UnsafePointer[Float32, _],
+    x_area: UnsafePointer[Float32, _],
     dest: UnsafePointer[mut=True, Float32, _],
     add: Bool,
 ):
@@ -110,14 +112,14 @@ def rows_times[
     var part = (last - first) // STREAMS
     for i in range(part):
         var n = first + i
-        var dots = dot_rows_blocks[kind, STREAMS](w + n * row_bytes, part * row_bytes, blocks, x, x_sums)
+        var dots = dot_rows_blocks[kind, STREAMS](w + n * row_bytes, part * row_bytes, blocks, x, x_area)
         comptime for s in range(STREAMS):
             if add:
                 dest[n + s * part] += dots[s]
             else:
                 dest[n + s * part] = dots[s]
     for n in range(first + STREAMS * part, last):
-        var dot = dot_rows_blocks[kind, 1](w + n * row_bytes, 0, blocks, x, x_sums)[0]
+        var dot = dot_rows_blocks[kind, 1](w + n * row_bytes, 0, blocks, x, x_area)[0]
         if add:
             dest[n] += dot
         else:
@@ -197,8 +199,9 @@ def decode_layers[
     var gate_up = alloc[Float32](2 * inner)
     var workers = num_physical_cores()
     var counters = new_counters(2 * STEPS * layers)  # two a step: claimed, done
-    var largest = max(width, inner)
-    var scratch = alloc[Float32](workers * (2 * largest + context + head_dim))
+    var largest = max(width, inner, q_width)  # the longest x a product multiplies
+    var each = largest + x_floats(largest // BLOCK) + context + head_dim
+    var scratch = alloc[Float32](workers * each)
     var kc = key_cache.unsafe_ptr()
     var vc = value_cache.unsafe_ptr()
     # The rotation's cosines and sines at this position, once for every head and layer.
@@ -214,9 +217,9 @@ def decode_layers[
     var smallest_inner = max(1, CLAIM_BYTES // inner_bytes)
 
     def worker(index: Int) {var}:
-        var x = scratch + index * (2 * largest + context + head_dim)
-        var x_sums = x + largest
-        var scores = x_sums + largest
+        var x = scratch + index * each
+        var x_area = x + largest  # x rounded to 8-bit blocks (token_rows.mojo)
+        var scores = x_area + x_floats(largest // BLOCK)
         var query = scores + context
         for layer in range(layers):
             var c = counters + 2 * STEPS * layer * COUNTER_STRIDE
@@ -224,11 +227,11 @@ def decode_layers[
             var layer_cache = layer * kv_heads * context * head_dim
             # 0: q, k, v of the normed stream.
             rms_normed(stream, norm_ptr + 2 * layer * width, eps, width, x)
-            block_sums_of[kind](x, width_blocks, x_sums)
+            prepare_x[kind](x, width_blocks, x_area)
             var done = 0
             var claimed = claim(c, 0, qkv_rows, smallest_width, workers, STREAMS)
             while claimed[0] < claimed[1]:
-                rows_times[kind](w[0], width_bytes, claimed[0], claimed[1], width_blocks, x, x_sums, qkv, False)
+                rows_times[kind](w[0], width_bytes, claimed[0], claimed[1], width_blocks, x, x_area, qkv, False)
                 done += claimed[1] - claimed[0]
                 claimed = claim(c, 0, qkv_rows, smallest_width, workers, STREAMS)
             finished(c, 0, done)
@@ -275,22 +278,22 @@ def decode_layers[
             finished(c, 2, done)
             wait_for_step(c, 2, heads)
             # 3: the stream += o times the heads' outputs.
-            block_sums_of[kind](attended, q_blocks, x_sums)
+            prepare_x[kind](attended, q_blocks, x_area)
             done = 0
             claimed = claim(c, 3, width, smallest_width, workers, STREAMS)
             while claimed[0] < claimed[1]:
-                rows_times[kind](w[1], q_bytes, claimed[0], claimed[1], q_blocks, attended, x_sums, stream, True)
+                rows_times[kind](w[1], q_bytes, claimed[0], claimed[1], q_blocks, attended, x_area, stream, True)
                 done += claimed[1] - claimed[0]
                 claimed = claim(c, 3, width, smallest_width, workers, STREAMS)
             finished(c, 3, done)
             wait_for_step(c, 3, width)
             # 4: gate and up of the normed stream.
             rms_normed(stream, norm_ptr + (2 * layer + 1) * width, eps, width, x)
-            block_sums_of[kind](x, width_blocks, x_sums)
+            prepare_x[kind](x, width_blocks, x_area)
             done = 0
             claimed = claim(c, 4, 2 * inner, smallest_width, workers, STREAMS)
             while claimed[0] < claimed[1]:
-                rows_times[kind](w[2], width_bytes, claimed[0], claimed[1], width_blocks, x, x_sums, gate_up, False)
+                rows_times[kind](w[2], width_bytes, claimed[0], claimed[1], width_blocks, x, x_area, gate_up, False)
                 done += claimed[1] - claimed[0]
                 claimed = claim(c, 4, 2 * inner, smallest_width, workers, STREAMS)
             finished(c, 4, done)
@@ -299,11 +302,11 @@ def decode_layers[
             for i in range(inner):
                 var g = gate_up[i]
                 x[i] = g / (1 + exp(-g)) * gate_up[inner + i]
-            block_sums_of[kind](x, inner_blocks, x_sums)
+            prepare_x[kind](x, inner_blocks, x_area)
             done = 0
             claimed = claim(c, 5, width, smallest_inner, workers, STREAMS)
             while claimed[0] < claimed[1]:
-                rows_times[kind](w[3], inner_bytes, claimed[0], claimed[1], inner_blocks, x, x_sums, stream, True)
+                rows_times[kind](w[3], inner_bytes, claimed[0], claimed[1], inner_blocks, x, x_area, stream, True)
                 done += claimed[1] - claimed[0]
                 claimed = claim(c, 5, width, smallest_inner, workers, STREAMS)
             finished(c, 5, done)
