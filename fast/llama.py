@@ -51,6 +51,7 @@ from max.graph import BufferType, TensorType
 
 from common import max_runtime
 from common.ggml_blocks import BLOCK, BLOCK_FORMATS
+from fast import kernel_ops
 from fast.kernel_ops import FLOAT32, _kernel_library, bias_or_zeros, prompt_attention
 from solutions.solution_14 import sample_next_token
 from solutions.solution_21 import LlamaConfig
@@ -94,7 +95,9 @@ def stored_shape(kind: str, n_out: int, n_in: int) -> tuple[list[int], DType]:
 
 
 class BlockLinear(Module[[Tensor], Tensor]):
-    """x [rows, in] float32 times a weight kept as the file stores it; float32 out."""
+    """x [rows, in] float32 times a weight kept as the file stores it; float32 out: through
+    ggml_rows.mojo (a prompt's rows in panels of widened weights), or fast/gpt2.py's kernel
+    for bfloat16 rows on a CPU with bfloat16 dot products and rows not in 32s."""
 
     def __init__(self, kind: str, n_in: int, n_out: int, bias: bool = False) -> None:
         self.kind = kind if kind in BLOCK_KINDS or kind in ROW_DTYPES else "F32"
@@ -102,18 +105,17 @@ class BlockLinear(Module[[Tensor], Tensor]):
         self.weight = Tensor.zeros(shape, dtype=dtype)
         self.bias = Tensor.zeros([n_out], dtype=FLOAT32) if bias else None
         self.n_out = n_out
+        bf16_dot = self.kind == "BF16" and kernel_ops.kernels_built_for()[0]
+        plain = self.kind not in BLOCK_KINDS and (n_in % BLOCK != 0 or bf16_dot)
+        self.op = "gpt2_linear_rows" if plain else f"ggml_rows_{self.kind.lower()}"
 
     def forward(self, x: Tensor) -> Tensor:
         out_type = TensorType(FLOAT32, [x.shape[0], self.n_out], device=x.device)
-        if self.kind in BLOCK_KINDS:
-            values, name = [x, self.weight], f"ggml_rows_{self.kind.lower()}"
-        else:  # fast/gpt2.py's kernel for float32 and bfloat16 rows, with a bias
-            bias = bias_or_zeros(self, x.device, FLOAT32)
-            values, name = [x, self.weight, bias], "gpt2_linear_rows"
-        y = F.custom(name, x.device, values, [out_type], custom_extensions=_kernel_library())[0]
-        if self.bias is not None and self.kind in BLOCK_KINDS:
-            y = y + self.bias
-        return y
+        values = [x, self.weight]
+        if self.op == "gpt2_linear_rows":  # its bias in the kernel
+            values.append(bias_or_zeros(self, x.device, FLOAT32))
+        y = F.custom(self.op, x.device, values, [out_type], custom_extensions=_kernel_library())[0]
+        return y + self.bias if self.bias is not None and self.op != "gpt2_linear_rows" else y
 
 
 class Fused(Module[[Tensor], Tensor]):
@@ -144,11 +146,8 @@ class FastLlamaLayer(Module[..., Tensor]):
     def __init__(self, config: FastLlamaConfig, index: int) -> None:
         hidden = config.hidden_size
         kinds = {name: config.kinds[f"blk.{index}.{name}"] for name in LAYER_NAMES}
-        heads, kv_heads, head_dim = (
-            config.num_attention_heads,
-            config.num_key_value_heads,
-            config.head_dim,
-        )
+        heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
+        head_dim = config.head_dim
         self.config = config
         self.attn_norm = Tensor.ones([hidden], dtype=FLOAT32)
         self.qkv = Fused(
@@ -165,11 +164,8 @@ class FastLlamaLayer(Module[..., Tensor]):
 
     def forward(self, hidden, caches, index: int, rope, bounds) -> Tensor:
         config = self.config
-        heads, kv_heads, head_dim = (
-            config.num_attention_heads,
-            config.num_key_value_heads,
-            config.head_dim,
-        )
+        heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
+        head_dim = config.head_dim
         seq = hidden.shape[0]
         key_cache, value_cache = caches
         first, stop = bounds
@@ -212,11 +208,8 @@ class FastLlamaLayer(Module[..., Tensor]):
         kernel, which computes only the scores the mask keeps: the key/value
         heads repeated for their groups, queries, keys and values side by side."""
         config = self.config
-        heads, kv_heads, head_dim = (
-            config.num_attention_heads,
-            config.num_key_value_heads,
-            config.head_dim,
-        )
+        heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
+        head_dim = config.head_dim
         seq, group = query.shape[0], heads // kv_heads
 
         def repeated(x: Tensor) -> Tensor:  # [seq, kv_heads, head_dim] -> [seq, heads * head_dim]

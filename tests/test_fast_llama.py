@@ -129,6 +129,54 @@ def test_the_kernels_multiply_and_look_up_every_block_type_as_numpy_does(
         np.testing.assert_array_equal(rows_looked_up, weight[ids], err_msg=kind)
 
 
+@pytest.fixture(scope="module")
+def plain_kernels():
+    """ggml_rows_f32 and ggml_rows_bf16 in one graph: (x [rows, in], w float32
+    [out, in]) -> (x times w's rows, x times w's rows rounded to bfloat16)."""
+    from max.driver import CPU
+    from max.dtype import DType
+    from max.engine import InferenceSession
+    from max.graph import DeviceRef, Graph, TensorType, ops
+
+    from common import max_runtime
+    from fast.kernel_ops import KERNELS
+
+    cpu = DeviceRef.CPU()
+    types = [
+        TensorType(DType.float32, dims, device=cpu) for dims in (["rows", "in"], ["out", "in"])
+    ]
+    library = max_runtime.precompiled(KERNELS)
+    with Graph("plain_rows", input_types=types, custom_extensions=[library]) as graph:
+        x, w = graph.inputs
+        product = TensorType(DType.float32, [x.tensor.shape[0], w.tensor.shape[0]], device=cpu)
+        rounded = ops.cast(w, DType.bfloat16)
+        graph.output(
+            ops.custom("ggml_rows_f32", cpu, [x, w], [product])[0],
+            ops.custom("ggml_rows_bf16", cpu, [x, rounded], [product])[0],
+        )
+    model = InferenceSession(devices=[CPU()]).load(graph)
+    return lambda x, w: [result.to_numpy() for result in model.execute(x, w)]
+
+
+def bfloat16_rounded(w: np.ndarray) -> np.ndarray:
+    """w rounded to bfloat16's 8 bits of mantissa (to nearest, ties to even), as float32."""
+    bits = w.view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32)
+
+
+@pytest.mark.parametrize("rows, n_out, n_in", SHAPES)
+def test_plain_rows_multiply_as_numpy_does(plain_kernels, rows, n_out, n_in):
+    """A prompt's rows widen float32 or bfloat16 rows into the blocks' panels; one token's read them in streams."""
+    rng = np.random.default_rng(n_in)
+    w = rng.standard_normal((n_out, n_in)).astype(np.float32)
+    x = rng.standard_normal((rows, n_in)).astype(np.float32)
+    for product, weight in zip(plain_kernels(x, w), [w, bfloat16_rounded(w)], strict=True):
+        expected = x.astype(np.float64) @ weight.T.astype(np.float64)
+        scale = np.abs(x).sum(axis=1, keepdims=True) * np.abs(weight).max()
+        assert np.all(np.abs(product - expected) <= 1e-5 * scale + 1e-6)
+
+
 def test_the_kernels_refuse_rows_that_are_not_whole_blocks(kernels):
     rng = np.random.default_rng(0)
     tables = [random_blocks(kind, 4, 64, rng) for kind in BLOCK_KINDS]

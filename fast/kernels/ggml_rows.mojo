@@ -1,6 +1,7 @@
 """x times a weight held in ggml's blocks (Q8_0, Q4_0, Q4_1; blocks.mojo),
-read as the file stores them, never widened to a float32 matrix in memory;
-and a table's rows widened (a Llama's token embedding in blocks).
+read as the file stores them, never widened to a float32 matrix in memory,
+or held in float32 or bfloat16 rows; and a table's rows widened (a Llama's
+token embedding in blocks).
 
 A weight is a uint8 matrix [out, blocks * BLOCK_BYTES]: each row the blocks
 of one output's 32-weight runs along the input, in the file's layout.
@@ -16,12 +17,12 @@ serves every row.
 """
 
 from std.memory import alloc, stack_allocation
-from std.sys.info import num_physical_cores
+from std.sys.info import num_physical_cores, size_of
 from max.algorithm import parallelize
 import extensibility
 from extensibility import InputTensor, OutputTensor
 from .claims import claim, new_counters
-from .blocks import BLOCK, CLAIM_BYTES, HALF, Q4_0, Q4_1, Q8_0, block_bytes, block_scales
+from .blocks import BF16, BLOCK, CLAIM_BYTES, F32, HALF, Q4_0, Q4_1, Q8_0, block_bytes, block_scales
 from .cpu import STREAMS, WIDTH
 from .dots import dot_widening
 from .token_rows import dot_rows_blocks, prepare_x, x_floats
@@ -59,7 +60,13 @@ def chunk_levels[
 def widen_row[
     kind: Int
 ](row: UnsafePointer[UInt8, _], blocks: Int, dest: UnsafePointer[mut=True, Float32, _]):
-    """A row of blocks as float32 weights."""
+    """A row of blocks (or of float32 or bfloat16 weights) as float32 weights."""
+    comptime if kind == F32 or kind == BF16:
+        comptime wtype = DType.float32 if kind == F32 else DType.bfloat16
+        var weights = row.bitcast[Scalar[wtype]]()
+        for k in range(0, blocks * BLOCK, WIDTH):
+            (dest + k).store((weights + k).load[width=WIDTH]().cast[DType.float32]())
+        return
     comptime size = block_bytes[kind]()
     for b in range(blocks):
         var block = row + b * size
@@ -107,7 +114,9 @@ def tile_dots(
 
 def check_blocks[kind: Int](weight: InputTensor[rank=2, ...], n_in: Int, name: StaticString) raises:
     var blocks = n_in // BLOCK
-    if n_in % BLOCK != 0 or weight.dim_size(1) != blocks * block_bytes[kind]():
+    if n_in % BLOCK != 0 or weight.dim_size(1) * size_of[weight.dtype]() != blocks * block_bytes[kind]():
+        comptime if kind == F32 or kind == BF16:
+            raise Error(name, ": the weight must be [out, in], in a multiple of 32")
         raise Error(name, ": the weight must be [out, in / 32 * ", block_bytes[kind](), "] bytes")
     var strides = weight.strides()
     if strides[1] != 1 or strides[0] != weight.dim_size(1):
@@ -119,10 +128,11 @@ def rows_times_blocks[
 ](
     output: OutputTensor[dtype = DType.float32, rank=2, ...],
     x: InputTensor[dtype = DType.float32, rank=2, ...],
-    weight: InputTensor[dtype = DType.uint8, rank=2, ...],
+    weight: InputTensor[rank=2, ...],
     name: StaticString,
 ) raises:
-    """output[m, n] = x[m, :] . W[n, :], W the blocks of `kind` in weight."""
+    """output[m, n] = x[m, :] . W[n, :], W the blocks of `kind` in weight
+    (or its float32 or bfloat16 rows)."""
     var rows = x.dim_size(0)
     var n_in = x.dim_size(1)
     var n_out = weight.dim_size(0)
@@ -142,7 +152,7 @@ def rows_times_blocks[
             x_rows[m * n_in + k] = x_in[m * x_strides[0] + k * x_strides[1]]
     if rows == 1:
         prepare_x[kind](x_rows, blocks, x_area)
-    var w_ptr = weight.unsafe_ptr()
+    var w_ptr = weight.unsafe_ptr().bitcast[UInt8]()
     var out_ptr = output.unsafe_ptr()
     var out_strides = output.strides()
 
@@ -258,6 +268,37 @@ struct RowsQ4_1:
         weight: InputTensor[dtype = DType.uint8, rank=2, ...],
     ) raises:
         rows_times_blocks[Q4_1](output, x, weight, "ggml_rows_q4_1")
+
+
+@extensibility.register("ggml_rows_f32")
+struct RowsF32:
+    """Output[m, n] = x[m, :] . W[n, :], W float32 [out, in]: a prompt's rows
+    through the blocks' panels (in a multiple of 32)."""
+
+    @staticmethod
+    def execute[
+        target: StaticString
+    ](
+        output: OutputTensor[dtype = DType.float32, rank=2, ...],
+        x: InputTensor[dtype = DType.float32, rank=2, ...],
+        weight: InputTensor[dtype = DType.float32, rank=2, ...],
+    ) raises:
+        rows_times_blocks[F32](output, x, weight, "ggml_rows_f32")
+
+
+@extensibility.register("ggml_rows_bf16")
+struct RowsBF16:
+    """Output[m, n] = x[m, :] . W[n, :], W bfloat16 [out, in], widened a panel at a time."""
+
+    @staticmethod
+    def execute[
+        target: StaticString
+    ](
+        output: OutputTensor[dtype = DType.float32, rank=2, ...],
+        x: InputTensor[dtype = DType.float32, rank=2, ...],
+        weight: InputTensor[dtype = DType.bfloat16, rank=2, ...],
+    ) raises:
+        rows_times_blocks[BF16](output, x, weight, "ggml_rows_bf16")
 
 
 def gather_widened[
