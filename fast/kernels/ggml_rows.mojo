@@ -9,8 +9,8 @@ of one output's 32-weight runs along the input, in the file's layout.
 Decoding a token reads every weight once: the time is the blocks' bytes over
 the memory's rate. The rows are claimed by the cores as in linear_rows, and
 each core reads STREAMS rows far apart side by side (more reads in flight),
-multiplying bytes by x rounded to 8-bit blocks (token_rows.mojo). A prompt's
-many rows widen each weight row once, into a float32 panel of rows in the
+multiplying its integers by x rounded to 16-bit levels (token_rows.mojo). A
+prompt's many rows widen each weight row once, into a float32 panel of rows in the
 L2 cache, and multiply it with every row of x in float32: there the
 multiply-adds, not the bytes, bound the time, and each widened weight
 serves every row.
@@ -142,7 +142,7 @@ def rows_times_blocks[
     var blocks = n_in // BLOCK
     comptime size = block_bytes[kind]()
     var row_bytes = blocks * size
-    # x contiguous; one token's rounded to 8-bit blocks once for all weight rows.
+    # x contiguous; one token's rounded to 16-bit levels once for all weight rows.
     var x_rows = alloc[Float32](rows * n_in)
     var x_area = alloc[Float32](x_floats(blocks))
     var x_strides = x.strides()

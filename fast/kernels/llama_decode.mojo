@@ -18,7 +18,7 @@ by watching a counter. A layer's steps:
 
 Each core normalizes the stream itself (hidden numbers: cheaper than a
 step), makes its own SiLU(gate) * up, and rounds its own copy of a
-product's x to 8-bit blocks (token_rows.mojo).
+product's x to 16-bit levels (token_rows.mojo).
 """
 
 from std.math import exp, sqrt, cos, sin
@@ -218,7 +218,7 @@ def decode_layers[
 
     def worker(index: Int) {var}:
         var x = scratch + index * each
-        var x_area = x + largest  # x rounded to 8-bit blocks (token_rows.mojo)
+        var x_area = x + largest  # x rounded to 16-bit levels (token_rows.mojo)
         var scores = x_area + x_floats(largest // BLOCK)
         var query = scores + context
         for layer in range(layers):
