@@ -22,6 +22,7 @@ import pytest
 from common.checkpoint import read_safetensors
 from common.ggml_blocks import BLOCK_FORMATS
 from common.random_checkpoint import write_random_llama
+from fast.bfloat16 import bfloat16_bits
 from tests import reference_gguf as writer
 
 BLOCK_KINDS = ("Q8_0", "Q4_0", "Q4_1")
@@ -158,20 +159,17 @@ def plain_kernels():
     return lambda x, w: [result.to_numpy() for result in model.execute(x, w)]
 
 
-def bfloat16_rounded(w: np.ndarray) -> np.ndarray:
-    """w rounded to bfloat16's 8 bits of mantissa (to nearest, ties to even), as float32."""
-    bits = w.view(np.uint32).astype(np.uint64)
-    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-    return bits.astype(np.uint32).view(np.float32)
-
-
 @pytest.mark.parametrize("rows, n_out, n_in", SHAPES)
 def test_plain_rows_multiply_as_numpy_does(plain_kernels, rows, n_out, n_in):
     """A prompt's rows widen float32 or bfloat16 rows into the blocks' panels; one token's read them in streams."""
     rng = np.random.default_rng(n_in)
     w = rng.standard_normal((n_out, n_in)).astype(np.float32)
     x = rng.standard_normal((rows, n_in)).astype(np.float32)
-    for product, weight in zip(plain_kernels(x, w), [w, bfloat16_rounded(w)], strict=True):
+    for product, weight in zip(
+        plain_kernels(x, w),
+        [w, (bfloat16_bits(w).astype(np.uint32) << 16).view(np.float32)],
+        strict=True,
+    ):
         expected = x.astype(np.float64) @ weight.T.astype(np.float64)
         scale = np.abs(x).sum(axis=1, keepdims=True) * np.abs(weight).max()
         assert np.all(np.abs(product - expected) <= 1e-5 * scale + 1e-6)
