@@ -124,8 +124,7 @@ def gathered_halves[streams: Int](first: UnsafePointer[UInt8, _], stride: Int) -
 
     Four at a time are put side by side in a 64-bit integer register (the
     integer units are idle) and moved to the vector: a Q4 block's products
-    took 1.56-1.65 ns against 1.77-1.78 inserting each into the vector, on
-    the Zen 3."""
+    took 1.5-1.6 ns against 1.8 inserting each into the vector, on the Zen 3."""
     var halves = SIMD[DType.float16, streams]()
     comptime if streams % 4 == 0:
         var words = SIMD[DType.uint64, streams // 4]()
