@@ -15,8 +15,8 @@ multiply-add by d_w * d_x take the sums into the row's float32 sums.
 - A Q4 block's 16 bytes widen to 16-bit lanes in one instruction; a lane's
   low nibble is weight j, its high one weight j + 16 (an and, a shift).
   What each weight has added, Q4_0's -8 d and Q4_1's m, multiplies the
-  block's sum of x, d_x sum(q_x), sum(q_x) made once per block of x: the
-  rows read side by side take it in one multiply-add, a lane a row.
+  block's sum of x, d_x sum(q_x), made once per block of x: the rows read
+  side by side take it in one multiply-add, a lane a row.
 - A Q8_0 block's 32 values widen to 16 bits in two instructions.
 
 llama.cpp rounds x to 8 bits (pmaddubsw multiplies bytes): the same count
@@ -38,8 +38,8 @@ comptime HAS_AVX2 = CompilationTarget._has_feature["avx2"]()
 comptime LANES = 8  # the int32 sums of a block's products (a 256-bit register)
 comptime WORDS = SIMD[DType.int16, HALF]  # 16 levels: half a block
 comptime X_TOP = 32767  # x's largest level
-# x as the products read it, in three runs: each block's scale d_x; its
-# levels' sum sum(q_x); its 32 levels q_x (16 float32s' bytes).
+# x as the products read it, in three runs: each block's scale d_x; its sum
+# d_x sum(q_x); its 32 levels q_x (16 float32s' bytes).
 comptime X_BLOCK_FLOATS = 2 + BLOCK // 2
 
 
@@ -88,7 +88,7 @@ def prepare_x[
         (levels + b * BLOCK).store(q)
         var d_x = top / X_TOP
         area[b] = d_x
-        area[blocks + b] = Float32(q.cast[DType.int32]().reduce_add())  # exact: under 2^24
+        area[blocks + b] = d_x * Float32(q.cast[DType.int32]().reduce_add())
 
 
 @always_inline
@@ -197,7 +197,7 @@ def dot_rows_blocks[
             comptime for s in range(streams):
                 var products = block_products[kind](first_row + s * stride + b * size, x_low, x_high)
                 sums[s] += products.cast[DType.float32]() * each[s]
-            offsets += scales[1] * (x_area[b] * x_sums[b])
+            offsets += scales[1] * x_sums[b]
     var totals = offsets
     comptime for s in range(streams):
         totals[s] += sums[s].reduce_add()
