@@ -28,3 +28,8 @@ def bfloat16_bits(array: np.ndarray) -> np.ndarray:
     half (ties to even), then drop it."""
     bits = np.ascontiguousarray(array, dtype=np.float32).view(np.uint32)
     return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def bfloat16_rounded(array: np.ndarray) -> np.ndarray:
+    """`array` rounded to the nearest bfloat16 (ties to even), as float32."""
+    return (bfloat16_bits(array).astype(np.uint32) << 16).view(np.float32)

@@ -319,12 +319,6 @@ def bfloat16_bits(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return upper, (upper.astype(np.uint32) << 16).view(np.float32)
 
 
-def rounded_to_bfloat16(x: np.ndarray) -> np.ndarray:
-    """x rounded to the nearest bfloat16 (ties to even), as float32: what
-    the dot-product path does to its rows before multiplying."""
-    return (bfloat16.bfloat16_bits(x).astype(np.uint32) << 16).view(np.float32)
-
-
 @pytest.mark.parametrize(("dtype_name", "kernel"), ROW_KERNELS)
 def test_the_row_kernel_is_a_matmul_for_every_row_count(dtype_name: str, kernel: str) -> None:
     from devtools.bench.profile import one_op_graphs
@@ -359,7 +353,7 @@ def check_row_kernel(graph, n_in: int, row_counts: list[int], dtype_name: str, k
         (out,) = graph.execute(Buffer.from_numpy(x), weight_buffer, Buffer.from_numpy(bias))
         # The dot products multiply x rounded to bfloat16, exactly, and sum
         # in float32: the same products as NumPy's on the rounded x.
-        x_used = rounded_to_bfloat16(x) if dot_products else x
+        x_used = bfloat16.bfloat16_rounded(x) if dot_products else x
         # Sums of float32 products in another order than NumPy's differ by a
         # few units of float32's roundoff of the products' magnitudes.
         exact = x_used.astype(np.float64) @ weight.T.astype(np.float64) + bias

@@ -34,18 +34,14 @@ def numpy_attention(qkv: np.ndarray, heads: int, rounded: bool = False) -> np.nd
     )
     query = query / np.sqrt(embed // heads)
     if rounded:
-        query, key, value = (round_to_bfloat16(part) for part in (query, key, value))
+        query, key, value = (
+            bfloat16.bfloat16_rounded(part).astype(np.float64) for part in (query, key, value)
+        )
     scores = query @ key.transpose(0, 1, 3, 2)
     scores += np.triu(np.full((seq, seq), -np.inf), 1)  # a query sees no later key
     weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
     weights /= weights.sum(axis=-1, keepdims=True)
     return (weights @ value).transpose(0, 2, 1, 3).reshape(batch, seq, embed)
-
-
-def round_to_bfloat16(values: np.ndarray) -> np.ndarray:
-    """values rounded to the nearest bfloat16 (ties to even), as float64."""
-    rounded = (bfloat16.bfloat16_bits(values).astype(np.uint32) << 16).view(np.float32)
-    return rounded.astype(np.float64)
 
 
 def run(graph, qkv: np.ndarray, heads: int) -> np.ndarray:
