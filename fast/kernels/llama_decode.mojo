@@ -11,7 +11,8 @@ by watching a counter. A layer's steps:
 
 0. q, k, v: the fused [q; k; v] rows times the normed stream;
 1. each key/value head's key rotated, it and its value written at `start`;
-2. each query head rotated and attended over the cache;
+2. each query head rotated and attended over the cache (GPT-2's attention,
+   decode_steps.mojo's attend_one_head);
 3. the stream += o's rows times the heads' outputs;
 4. gate and up: the fused [gate; up] rows times the normed stream;
 5. the stream += down's rows times SiLU(gate) * up.
@@ -31,6 +32,7 @@ from extensibility.managed_tensor_slice import _MutableInputTensor as MutableInp
 from .claims import COUNTER_STRIDE, claim, finished, new_counters, wait_for_step
 from .cpu import STREAMS, WIDTH
 from .blocks import BF16, BLOCK, CLAIM_BYTES, F32, Q4_0, Q4_1, Q8_0, block_bytes
+from .decode_steps import attend_one_head
 from .token_rows import dot_rows_blocks, prepare_x, x_floats
 
 comptime STEPS = 6
@@ -45,11 +47,18 @@ def rms_normed(
     dest: UnsafePointer[mut=True, Float32, _],
 ):
     """dest = x / sqrt(mean(x^2) + eps) * weight (RMSNorm)."""
-    var total: Float32 = 0
-    for i in range(n):
+    var whole = n - n % WIDTH
+    var squares = SIMD[DType.float32, WIDTH](0)
+    for i in range(0, whole, WIDTH):
+        var v = (x + i).load[width=WIDTH]()
+        squares += v * v
+    var total = squares.reduce_add()
+    for i in range(whole, n):
         total += x[i] * x[i]
     var scale = 1 / sqrt(total / Float32(n) + eps)
-    for i in range(n):
+    for i in range(0, whole, WIDTH):
+        (dest + i).store((x + i).load[width=WIDTH]() * scale * (weight + i).load[width=WIDTH]())
+    for i in range(whole, n):
         dest[i] = x[i] * scale * weight[i]
 
 
@@ -69,29 +78,20 @@ def rotate_half_pairs(
         x[i + half] = second * c + first * s
 
 
-@always_inline
-def dot_of(a: UnsafePointer[Float32, _], b: UnsafePointer[Float32, _], n: Int) -> Float32:
-    """a . b over n numbers, WIDTH at a time."""
-    var sums = SIMD[DType.float32, WIDTH](0)
-    var whole = n - n % WIDTH
-    for i in range(0, whole, WIDTH):
-        sums += (a + i).load[width=WIDTH]() * (b + i).load[width=WIDTH]()
-    var total = sums.reduce_add()
-    for i in range(whole, n):
-        total += a[i] * b[i]
-    return total
-
-
-@always_inline
-def add_scaled(
-    dest: UnsafePointer[mut=True, Float32, _], x: UnsafePointer[Float32, _], weight: Float32, n: Int
+def silu_times(
+    gate: UnsafePointer[Float32, _],
+    up: UnsafePointer[Float32, _],
+    n: Int,
+    dest: UnsafePointer[mut=True, Float32, _],
 ):
-    """dest += weight * x over n numbers, WIDTH at a time."""
+    """dest = SiLU(gate) * up over n numbers, WIDTH at a time (exponentials
+    a vector at a time: one number at a time, they took 4% of a Q4_1 token)."""
     var whole = n - n % WIDTH
     for i in range(0, whole, WIDTH):
-        (dest + i).store((dest + i).load[width=WIDTH]() + weight * (x + i).load[width=WIDTH]())
+        var g = (gate + i).load[width=WIDTH]()
+        (dest + i).store(g / (1 + exp(-g)) * (up + i).load[width=WIDTH]())
     for i in range(whole, n):
-        dest[i] += weight * x[i]
+        dest[i] = gate[i] / (1 + exp(-gate[i])) * up[i]
 
 
 @always_inline
@@ -211,7 +211,6 @@ def decode_layers[
         turns[i] = cos(angle)
         turns[head_dim // 2 + i] = sin(angle)
     var norm_ptr = norms.unsafe_ptr()
-    var scale = 1 / sqrt(Float32(head_dim))
     var group = heads // kv_heads
     var smallest_width = max(1, CLAIM_BYTES // width_bytes)
     var smallest_inner = max(1, CLAIM_BYTES // inner_bytes)
@@ -260,19 +259,9 @@ def decode_layers[
                         query[d] = qkv[h * head_dim + d]
                     rotate_half_pairs(query, turns, head_dim)
                     var cached = layer_cache + (h // group) * context * head_dim
-                    var top = Float32.MIN
-                    for t in range(position + 1):
-                        scores[t] = dot_of(query, kc + cached + t * head_dim, head_dim) * scale
-                        top = max(top, scores[t])
-                    var total: Float32 = 0
-                    for t in range(position + 1):
-                        scores[t] = exp(scores[t] - top)
-                        total += scores[t]
-                    var out = attended + h * head_dim
-                    for d in range(head_dim):
-                        out[d] = 0
-                    for t in range(position + 1):
-                        add_scaled(out, vc + cached + t * head_dim, scores[t] / total, head_dim)
+                    attend_one_head[DType.float32](
+                        kc + cached, vc + cached, query, attended + h * head_dim, head_dim, position, scores
+                    )
                 done += claimed[1] - claimed[0]
                 claimed = claim(c, 2, heads, 1, workers)
             finished(c, 2, done)
@@ -299,9 +288,7 @@ def decode_layers[
             finished(c, 4, done)
             wait_for_step(c, 4, 2 * inner)
             # 5: the stream += down times SiLU(gate) * up (each core its own copy).
-            for i in range(inner):
-                var g = gate_up[i]
-                x[i] = g / (1 + exp(-g)) * gate_up[inner + i]
+            silu_times(gate_up, gate_up + inner, inner, x)
             prepare_x[kind](x, inner_blocks, x_area)
             done = 0
             claimed = claim(c, 5, width, smallest_inner, workers, STREAMS)
