@@ -37,9 +37,10 @@ def block_bytes[kind: Int]() -> Int:
 
 
 @always_inline
-def half_float(at: UnsafePointer[UInt8, _]) -> Float32:
-    """The little-endian float16 at `at`, as float32."""
-    return at.bitcast[Float16]()[0].cast[DType.float32]()
+def half_float[width: Int = 1](at: UnsafePointer[UInt8, _]) -> SIMD[DType.float32, width]:
+    """The little-endian float16 at `at`, as float32, in each of `width`
+    lanes (read straight into a register: no shuffle but the widening)."""
+    return SIMD[DType.float16, width](at.bitcast[Float16]()[0]).cast[DType.float32]()
 
 
 @always_inline

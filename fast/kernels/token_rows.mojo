@@ -31,7 +31,7 @@ from std.memory import bitcast, stack_allocation
 from std.sys.info import CompilationTarget
 from std.sys.intrinsics import llvm_intrinsic
 from std.sys._assembly import inlined_assembly
-from .blocks import BF16, BLOCK, F32, HALF, Q4_0, Q4_1, Q8_0, block_bytes
+from .blocks import BF16, BLOCK, F32, HALF, Q4_0, Q4_1, Q8_0, block_bytes, half_float
 from .dots import dot_widening_streams
 
 comptime HAS_AVX2 = CompilationTarget._has_feature["avx2"]()
@@ -112,13 +112,6 @@ def block_products[
 
 
 @always_inline
-def half_lanes(half: UnsafePointer[UInt8, _]) -> SIMD[DType.float32, LANES]:
-    """The float16 at `half` in every lane, as float32 (read straight into a
-    register: no shuffle but the widening)."""
-    return SIMD[DType.float16, LANES](half.bitcast[Float16]()[0]).cast[DType.float32]()
-
-
-@always_inline
 def gathered_halves[streams: Int](first: UnsafePointer[UInt8, _], stride: Int) -> SIMD[DType.float32, streams]:
     """The float16s at first + s * stride (s < streams), a lane each, as float32.
 
@@ -190,7 +183,7 @@ def dot_rows_blocks[
             comptime for s in range(streams):
                 var block = first_row + s * stride + b * size
                 var products = block_products[kind](block, x_low, x_high).cast[DType.float32]()
-                sums[s] += products * (half_lanes(block) * d_x)
+                sums[s] += products * (half_float[LANES](block) * d_x)
         else:
             var scales = row_scales[kind, streams](first_row + b * size, stride)
             var each = scales[0] * x_area[b]
