@@ -85,7 +85,8 @@ def silu_times(
     dest: UnsafePointer[mut=True, Float32, _],
 ):
     """dest = SiLU(gate) * up over n numbers, WIDTH at a time (exponentials
-    a vector at a time: one number at a time, they took 4% of a Q4_1 token)."""
+    a vector at a time: one number at a time, they took 4% of a Q4_1 token
+    on the Zen 3)."""
     var whole = n - n % WIDTH
     for i in range(0, whole, WIDTH):
         var g = (gate + i).load[width=WIDTH]()
