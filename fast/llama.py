@@ -438,6 +438,13 @@ def token_chooser(do_sample: bool = False, seed: int | None = None, **options):
 
 
 # Loading lives in fast/llama_files.py, which builds the classes above.
-from fast.llama_files import fast_config, load_checkpoint, load_gguf  # noqa: E402
+from fast.llama_files import fast_config, grouped_blocks, load_checkpoint, load_gguf  # noqa: E402
 
-__all__ = ["FastLlama", "FastLlamaGenerator", "fast_config", "load_checkpoint", "load_gguf"]
+__all__ = [
+    "FastLlama",
+    "FastLlamaGenerator",
+    "fast_config",
+    "grouped_blocks",
+    "load_checkpoint",
+    "load_gguf",
+]

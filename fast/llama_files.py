@@ -1,5 +1,6 @@
 """fast/llama.py's models from files: a GGUF file's tensors as stored (its
-blocks never widened), or a Llama checkpoint's float32 safetensors."""
+blocks never widened; a 4-bit matrix's rows grouped, see `grouped_blocks`),
+or a Llama checkpoint's float32 safetensors."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from max.driver import Buffer
 from max.dtype import DType
 from max.experimental import functional as F
 
+from common.ggml_blocks import BLOCK_FORMATS, HALF
 from fast.llama import (
     ARCHITECTURES,
     BLOCK_KINDS,
@@ -33,6 +35,29 @@ from solutions.solution_29 import (
 )
 
 # -- loading a GGUF file ------------------------------------------------------------
+
+GROUP = 8  # fast/kernels/token_rows.mojo's GROUP
+GROUPED = ("Q4_0", "Q4_1")  # the block types our kernels read grouped
+
+
+def grouped_blocks(kind: str, rows: np.ndarray) -> np.ndarray:
+    """A matrix's blocks [rows, row_bytes] as our kernels read them: a 4-bit
+    matrix's rows in groups of GROUP, a group's blocks at one position side
+    by side (the GROUP float16 scales d, then Q4_1's GROUP m's, then each
+    row's 16 bytes of levels), the rows after the last whole group as they
+    are (fast/kernels/token_rows.mojo says why). Other kinds as they are."""
+    if kind not in GROUPED:
+        return rows
+    size = BLOCK_FORMATS[kind].size
+    count, row_bytes = rows.shape
+    whole, blocks = count // GROUP * GROUP, row_bytes // size
+    # [groups, blocks, GROUP rows, the block's bytes]
+    groups = rows[:whole].reshape(whole // GROUP, GROUP, blocks, size).transpose(0, 2, 1, 3)
+    scales = size - HALF  # d, or Q4_1's d and m: two bytes each
+    parts = [groups[..., at : at + 2] for at in range(0, scales, 2)] + [groups[..., scales:]]
+    side_by_side = [part.reshape(*groups.shape[:2], GROUP * part.shape[-1]) for part in parts]
+    grouped = np.concatenate(side_by_side, axis=-1).reshape(whole, row_bytes)
+    return np.concatenate([grouped, rows[whole:]])
 
 
 def fast_config(gguf: GGUFFile) -> FastLlamaConfig:
@@ -150,31 +175,38 @@ def load_checkpoint(directory: Path) -> FastLlama:
 def assembled(config: FastLlamaConfig, tensor) -> FastLlama:
     """A FastLlama of `config` whose weights are tensor(name), by llama.cpp's
     tensor names: matrices as our layers hold them, vectors as float32."""
+    kinds = config.kinds
+
+    def matrix(kind: str, name: str) -> np.ndarray:
+        return grouped_blocks(kind, tensor(name))
+
     state: dict[str, object] = {
-        "token_embd.weight": tensor("token_embd.weight"),
+        "token_embd.weight": matrix(kinds["token_embd"], "token_embd.weight"),
         "output_norm": tensor("output_norm.weight"),
         "inv_freq": inv_freq(config),
     }
     tied = config.tie_word_embeddings
-    state["output.weight"] = state["token_embd.weight"] if tied else tensor("output.weight")
+    state["output.weight"] = (
+        state["token_embd.weight"] if tied else matrix(kinds["output"], "output.weight")
+    )
     for index in range(config.num_hidden_layers):
         layer, blk = f"layers.{index}", f"blk.{index}"
         state[f"{layer}.attn_norm"] = tensor(f"{blk}.attn_norm.weight")
         state[f"{layer}.ffn_norm"] = tensor(f"{blk}.ffn_norm.weight")
         for place, names in LAYER_TENSORS.items():
-            kinds = {config.kinds[f"{blk}.{name}"] for name in names}
+            part_kinds = [kinds[f"{blk}.{name}"] for name in names]
             weights = [tensor(f"{blk}.{name}.weight") for name in names]
             biases = None
             if place == "qkv" and config.attention_bias:
                 biases = [tensor(f"{blk}.{name}.bias") for name in names]
             if len(names) == 1:
-                state[f"{layer}.{place}.weight"] = weights[0]
+                state[f"{layer}.{place}.weight"] = grouped_blocks(part_kinds[0], weights[0])
                 continue
-            if len(kinds) == 1:  # one matrix of all their rows (Fused)
-                weights = [np.concatenate(weights)]
+            if len(set(part_kinds)) == 1:  # one matrix of all their rows (Fused)
+                weights, part_kinds = [np.concatenate(weights)], part_kinds[:1]
                 biases = biases and [np.concatenate(biases)]
-            for part, rows in enumerate(weights):
-                state[f"{layer}.{place}.parts.{part}.weight"] = rows
+            for part, (kind, rows) in enumerate(zip(part_kinds, weights, strict=True)):
+                state[f"{layer}.{place}.parts.{part}.weight"] = grouped_blocks(kind, rows)
                 if biases:
                     state[f"{layer}.{place}.parts.{part}.bias"] = biases[part]
     with F.lazy():

@@ -2,7 +2,8 @@
 
 The kernels are checked against NumPy's product with the widened blocks
 (common/ggml_blocks.py), for every block type, one row and several, row
-counts that leave the cores' claims uneven. The model is checked against
+counts that leave the cores' claims uneven and 4-bit rows after the last
+whole group (fast/llama_files.py's grouped_blocks). The model is checked against
 step 23's on two tiny GGUF files: one whose layers hold every kind of matrix
 the fast path reads (Q8_0, Q4_0 and Q4_1 blocks, float32, bfloat16 and
 float16 rows, a layer whose q, k and v differ and so are not fused), run as
@@ -23,6 +24,7 @@ from common.checkpoint import read_safetensors
 from common.ggml_blocks import BLOCK_FORMATS
 from common.random_checkpoint import write_random_llama
 from fast.bfloat16 import bfloat16_rounded
+from fast.llama import grouped_blocks
 from tests import reference_gguf as writer
 
 BLOCK_KINDS = ("Q8_0", "Q4_0", "Q4_1")
@@ -118,7 +120,8 @@ def test_the_kernels_multiply_and_look_up_every_block_type_as_numpy_does(
     x = rng.standard_normal((rows, n_in)).astype(np.float32)
     x[0, 32:64] = 0  # a block of zeros: its scale is 0
     ids = np.array([0, n_out - 1, n_out // 2], dtype=np.int64)
-    outputs = kernels(x, tables, ids)
+    held = [grouped_blocks(kind, table) for kind, table in zip(BLOCK_KINDS, tables, strict=True)]
+    outputs = kernels(x, held, ids)
     # One token multiplies x rounded to 16-bit levels; a prompt's rows, x itself.
     x_seen = rounded_levels(x) if rows == 1 else x
     for index, (kind, table) in enumerate(zip(BLOCK_KINDS, tables, strict=True)):

@@ -22,32 +22,32 @@ from max.algorithm import parallelize
 import extensibility
 from extensibility import InputTensor, OutputTensor
 from .claims import claim, new_counters
-from .blocks import BF16, BLOCK, CLAIM_BYTES, F32, HALF, Q4_0, Q4_1, Q8_0, block_bytes, block_scales
+from .blocks import BF16, BLOCK, CLAIM_BYTES, F32, HALF, Q4_0, Q4_1, Q8_0, block_bytes, block_scales, half_float
 from .cpu import STREAMS, WIDTH
 from .dots import dot_widening
-from .token_rows import dot_rows_blocks, prepare_x, x_floats
+from .token_rows import GROUP, group_levels_at, grouped_rows, is_grouped, prepare_x, rows_times, x_floats
 
 
 @always_inline
 def chunk_levels[
     kind: Int, c: Int
-](block: UnsafePointer[UInt8, _]) -> Tuple[SIMD[DType.float32, WIDTH], SIMD[DType.float32, WIDTH]]:
-    """The levels of weights c * WIDTH onwards and of HALF + c * WIDTH onwards
-    (c < HALF / WIDTH), as float32 (Q4_0's less 8).
+](levels: UnsafePointer[UInt8, _]) -> Tuple[SIMD[DType.float32, WIDTH], SIMD[DType.float32, WIDTH]]:
+    """The levels of a block's weights c * WIDTH onwards and HALF + c * WIDTH
+    onwards (c < HALF / WIDTH), as float32 (Q4_0's less 8); `levels` is where
+    the block's values (Q8_0) or 16 bytes of 4-bit levels begin.
 
     Bytes are widened to 32-bit lanes as they are loaded (one instruction),
     and a 4-bit level's two nibbles are taken from those lanes (lane j: weight
     j's low nibble, weight j + 16's high one): widening the 16 bytes to 32
     separate bytes first costs AVX2 three more shuffles a block."""
     comptime if kind == Q8_0:
-        var values = (block + 2).bitcast[Int8]() + c * WIDTH
+        var values = levels.bitcast[Int8]() + c * WIDTH
         return (
             values.load[width=WIDTH]().cast[DType.float32](),
             (values + HALF).load[width=WIDTH]().cast[DType.float32](),
         )
     else:
-        var packed = block + block_bytes[kind]() - HALF + c * WIDTH
-        var lanes = packed.load[width=WIDTH]().cast[DType.int32]()
+        var lanes = (levels + c * WIDTH).load[width=WIDTH]().cast[DType.int32]()
         var low = lanes & 15
         var high = lanes >> 4
         comptime if kind == Q4_0:
@@ -57,10 +57,22 @@ def chunk_levels[
 
 
 @always_inline
+def widen_block[
+    kind: Int
+](levels: UnsafePointer[UInt8, _], d: Float32, m: Float32, dest: UnsafePointer[mut=True, Float32, _]):
+    """A block's 32 weights d * level + m as float32, its levels at `levels`."""
+    comptime for c in range(HALF // WIDTH):
+        var chunk = chunk_levels[kind, c](levels)
+        (dest + c * WIDTH).store(d * chunk[0] + m)
+        (dest + HALF + c * WIDTH).store(d * chunk[1] + m)
+
+
+@always_inline
 def widen_row[
     kind: Int
 ](row: UnsafePointer[UInt8, _], blocks: Int, dest: UnsafePointer[mut=True, Float32, _]):
-    """A row of blocks (or of float32 or bfloat16 weights) as float32 weights."""
+    """A row of blocks as the file stores them (or of float32 or bfloat16
+    weights) as float32 weights."""
     comptime if kind == F32 or kind == BF16:
         comptime wtype = DType.float32 if kind == F32 else DType.bfloat16
         var weights = row.bitcast[Scalar[wtype]]()
@@ -71,10 +83,26 @@ def widen_row[
     for b in range(blocks):
         var block = row + b * size
         var scales = block_scales[kind](block)
-        comptime for c in range(HALF // WIDTH):
-            var levels = chunk_levels[kind, c](block)
-            (dest + b * BLOCK + c * WIDTH).store(scales[0] * levels[0] + scales[1])
-            (dest + b * BLOCK + HALF + c * WIDTH).store(scales[0] * levels[1] + scales[1])
+        widen_block[kind](block + size - (BLOCK if kind == Q8_0 else HALF), scales[0], scales[1], dest + b * BLOCK)
+
+
+def widen_matrix_row[
+    kind: Int
+](w: UnsafePointer[UInt8, _], n: Int, rows: Int, blocks: Int, dest: UnsafePointer[mut=True, Float32, _]):
+    """Row n of a [rows, blocks] matrix as float32 weights: a 4-bit matrix's
+    rows held grouped (token_rows.mojo), the others as the file stores them."""
+    comptime size = block_bytes[kind]()
+    comptime if is_grouped[kind]():
+        if n < grouped_rows(rows):
+            var group = w + (n - n % GROUP) * blocks * size
+            var s = n % GROUP
+            for b in range(blocks):
+                var at = group + b * GROUP * size
+                var d = half_float(at + 2 * s)
+                var m = half_float(at + 2 * GROUP + 2 * s) if kind == Q4_1 else Float32(0)
+                widen_block[kind](at + group_levels_at[kind]() + s * HALF, d, m, dest + b * BLOCK)
+            return
+    widen_row[kind](w + n * blocks * size, blocks, dest)
 
 
 comptime TILE = 4  # a prompt's weight rows multiplied at once
@@ -157,18 +185,7 @@ def rows_times_blocks[
     var out_strides = output.strides()
 
     def one_token(first: Int, last: Int) {var}:
-        # STREAMS equal parts of the rows side by side, then the rows left.
-        var part = (last - first) // STREAMS
-        for i in range(part):
-            var n = first + i
-            var dots = dot_rows_blocks[kind, STREAMS](
-                w_ptr + n * row_bytes, part * row_bytes, blocks, x_rows, x_area
-            )
-            comptime for s in range(STREAMS):
-                out_ptr[(n + s * part) * out_strides[1]] = dots[s]
-        for n in range(first + STREAMS * part, last):
-            var dot = dot_rows_blocks[kind, 1](w_ptr + n * row_bytes, 0, blocks, x_rows, x_area)
-            out_ptr[n * out_strides[1]] = dot[0]
+        rows_times[kind](w_ptr, row_bytes, first, last, blocks, x_rows, x_area, out_ptr, out_strides[1], False)
 
     def many_tokens(first: Int, last: Int) {var}:
         # PANEL weight rows widened at a time, then x in chunks of `chunk`
@@ -182,7 +199,7 @@ def rows_times_blocks[
         while n < last:
             var count = min(PANEL, last - n)
             for t in range(count):
-                widen_row[kind](w_ptr + (n + t) * row_bytes, blocks, widened + t * n_in)
+                widen_matrix_row[kind](w_ptr, n + t, n_out, blocks, widened + t * n_in)
             var tiled = count // TILE * TILE  # the panel's rows in whole tiles
             for m0 in range(0, rows, chunk):
                 var m1 = min(rows, m0 + chunk)
@@ -322,9 +339,7 @@ def gather_widened[
         var id = Int(ids[m])
         if id < 0 or id >= vocab:
             raise Error(name, ": token id ", id, " is not in the table of ", vocab)
-        widen_row[kind](
-            table.unsafe_ptr() + id * row_bytes, blocks, output.unsafe_ptr() + m * out_strides[0]
-        )
+        widen_matrix_row[kind](table.unsafe_ptr(), id, vocab, blocks, output.unsafe_ptr() + m * out_strides[0])
 
 
 @extensibility.register("ggml_gather_q8_0")

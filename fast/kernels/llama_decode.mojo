@@ -33,7 +33,7 @@ from .claims import COUNTER_STRIDE, claim, finished, new_counters, wait_for_step
 from .cpu import STREAMS, WIDTH
 from .blocks import BF16, BLOCK, CLAIM_BYTES, F32, Q4_0, Q4_1, Q8_0, block_bytes
 from .decode_steps import attend_one_head
-from .token_rows import dot_rows_blocks, prepare_x, x_floats
+from .token_rows import prepare_x, rows_times, x_floats
 
 comptime STEPS = 6
 comptime MATRICES = 4  # a layer's: qkv, o, gate_up, down
@@ -93,38 +93,6 @@ def silu_times(
         (dest + i).store(g / (1 + exp(-g)) * (up + i).load[width=WIDTH]())
     for i in range(whole, n):
         dest[i] = gate[i] / (1 + exp(-gate[i])) * up[i]
-
-
-@always_inline
-def rows_times[
-    kind: Int
-](
-    w: UnsafePointer[UInt8, _],
-    row_bytes: Int,
-    first: Int,
-    last: Int,
-    blocks: Int,
-    x: UnsafePointer[Float32, _],
-    x_area: UnsafePointer[Float32, _],
-    dest: UnsafePointer[mut=True, Float32, _],
-    add: Bool,
-):
-    """dest[n] (+)= W[n] . x for the rows [first, last), STREAMS parts side by side."""
-    var part = (last - first) // STREAMS
-    for i in range(part):
-        var n = first + i
-        var dots = dot_rows_blocks[kind, STREAMS](w + n * row_bytes, part * row_bytes, blocks, x, x_area)
-        comptime for s in range(STREAMS):
-            if add:
-                dest[n + s * part] += dots[s]
-            else:
-                dest[n + s * part] = dots[s]
-    for n in range(first + STREAMS * part, last):
-        var dot = dot_rows_blocks[kind, 1](w + n * row_bytes, 0, blocks, x, x_area)[0]
-        if add:
-            dest[n] += dot
-        else:
-            dest[n] = dot
 
 
 def decode_layers[
@@ -231,7 +199,7 @@ def decode_layers[
             var done = 0
             var claimed = claim(c, 0, qkv_rows, smallest_width, workers, STREAMS)
             while claimed[0] < claimed[1]:
-                rows_times[kind](w[0], width_bytes, claimed[0], claimed[1], width_blocks, x, x_area, qkv, False)
+                rows_times[kind](w[0], width_bytes, claimed[0], claimed[1], width_blocks, x, x_area, qkv, 1, False)
                 done += claimed[1] - claimed[0]
                 claimed = claim(c, 0, qkv_rows, smallest_width, workers, STREAMS)
             finished(c, 0, done)
@@ -272,7 +240,7 @@ def decode_layers[
             done = 0
             claimed = claim(c, 3, width, smallest_width, workers, STREAMS)
             while claimed[0] < claimed[1]:
-                rows_times[kind](w[1], q_bytes, claimed[0], claimed[1], q_blocks, attended, x_area, stream, True)
+                rows_times[kind](w[1], q_bytes, claimed[0], claimed[1], q_blocks, attended, x_area, stream, 1, True)
                 done += claimed[1] - claimed[0]
                 claimed = claim(c, 3, width, smallest_width, workers, STREAMS)
             finished(c, 3, done)
@@ -283,7 +251,7 @@ def decode_layers[
             done = 0
             claimed = claim(c, 4, 2 * inner, smallest_width, workers, STREAMS)
             while claimed[0] < claimed[1]:
-                rows_times[kind](w[2], width_bytes, claimed[0], claimed[1], width_blocks, x, x_area, gate_up, False)
+                rows_times[kind](w[2], width_bytes, claimed[0], claimed[1], width_blocks, x, x_area, gate_up, 1, False)
                 done += claimed[1] - claimed[0]
                 claimed = claim(c, 4, 2 * inner, smallest_width, workers, STREAMS)
             finished(c, 4, done)
@@ -294,7 +262,7 @@ def decode_layers[
             done = 0
             claimed = claim(c, 5, width, smallest_inner, workers, STREAMS)
             while claimed[0] < claimed[1]:
-                rows_times[kind](w[3], inner_bytes, claimed[0], claimed[1], inner_blocks, x, x_area, stream, True)
+                rows_times[kind](w[3], inner_bytes, claimed[0], claimed[1], inner_blocks, x, x_area, stream, 1, True)
                 done += claimed[1] - claimed[0]
                 claimed = claim(c, 5, width, smallest_inner, workers, STREAMS)
             finished(c, 5, done)
