@@ -28,10 +28,11 @@ The modules, each importing only those above it:
 - decode_blocks: a decoded token through every block (gpt2_decode_blocks);
 - blocks: ggml's block types (Q8_0, Q4_0, Q4_1) as a GGUF file stores them;
 - token_rows: a decoded token's x times rows of blocks, multiplied as
-  integers (x rounded to 16-bit levels), or of plain float32 or bfloat16 rows;
-- ggml_rows: x times a weight in ggml's Q8_0, Q4_0 or Q4_1 blocks, read as
-  stored, and a table's rows widened (fast/llama.py's projections and
-  embedding);
+  integers (x rounded to 16-bit levels), or of plain float32 or bfloat16
+  rows; how a 4-bit matrix's rows are grouped;
+- ggml_rows: x times a weight in ggml's Q8_0, Q4_0 or Q4_1 blocks (a 4-bit
+  matrix's rows grouped eight side by side), and a table's rows widened
+  (fast/llama.py's projections and embedding);
 - llama_decode: a decoded token through every layer of a Llama whose
   matrices share one block type (llama_decode_blocks_*).
 """

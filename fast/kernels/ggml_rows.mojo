@@ -1,14 +1,15 @@
 """x times a weight held in ggml's blocks (Q8_0, Q4_0, Q4_1; blocks.mojo),
-read as the file stores them, never widened to a float32 matrix in memory,
-or held in float32 or bfloat16 rows; and a table's rows widened (a Llama's
-token embedding in blocks).
+never widened to a float32 matrix in memory, or held in float32 or bfloat16
+rows; and a table's rows widened (a Llama's token embedding in blocks).
 
 A weight is a uint8 matrix [out, blocks * BLOCK_BYTES]: each row the blocks
-of one output's 32-weight runs along the input, in the file's layout.
+of one output's 32-weight runs along the input. Q8_0 rows are as the file
+stores them; a 4-bit matrix's rows are grouped, GROUP rows' blocks side by
+side (token_rows.mojo), which widen_matrix_row reads too.
 
 Decoding a token reads every weight once: the time is the blocks' bytes over
 the memory's rate. The rows are claimed by the cores as in linear_rows, and
-each core reads STREAMS rows far apart side by side (more reads in flight),
+each core reads a group, or STREAMS Q8_0 rows far apart, side by side,
 multiplying its integers by x rounded to 16-bit levels (token_rows.mojo). A
 prompt's many rows widen each weight row once, into a float32 panel of rows in the
 L2 cache, and multiply it with every row of x in float32: there the

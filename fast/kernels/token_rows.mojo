@@ -26,9 +26,10 @@ bytes of levels. A group's scales are one load, where rows read apart took
 a gather of 8 float16s each (a fifth of the loop's instructions), and one
 pointer walks the group's bytes in order. The GROUP rows' sums of a block
 are added across (vphaddd) into one register, a lane a row, so that each
-block takes one conversion and one multiply-add for all of them. On the
-Zen 3, two cores: 1.5x the rows' rate read from the L2, 1.25-1.4x from
-memory. The rows after the last whole group are as the file stores them.
+block takes one conversion and one multiply-add for all of them: in a
+standalone program on the Zen 3's two cores, 1.5x the rows' rate from the
+L2 and 1.2-1.4x from memory, against 8 rows read apart. The rows after the
+last whole group are as the file stores them.
 
 llama.cpp rounds x to 8 bits (pmaddubsw multiplies bytes): the same count
 of instructions a block, but on SmolLM2 that moved the logits by up to 5%
