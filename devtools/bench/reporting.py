@@ -29,6 +29,7 @@ def publish(report: str, data: dict, out: Path | None) -> None:
     """Print a benchmark's table; with `out`, also write it there and its data beside it."""
     print(report)
     if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(report)
         out.with_suffix(".json").write_text(json.dumps(data, indent=2) + "\n")
 

@@ -39,7 +39,7 @@ within 1/65534 of its block's largest number. Where the CPU lacks AVX2 the
 same sums are made with plain integer vectors.
 """
 
-from std.memory import bitcast, stack_allocation
+from std.memory import stack_allocation
 from std.sys.info import CompilationTarget
 from std.sys.intrinsics import llvm_intrinsic
 from std.sys._assembly import inlined_assembly
@@ -141,41 +141,6 @@ def block_products[
 
 
 @always_inline
-def gathered_halves[streams: Int](first: UnsafePointer[UInt8, _], stride: Int) -> SIMD[DType.float32, streams]:
-    """The float16s at first + s * stride (s < streams), a lane each, as float32.
-
-    Four at a time are put side by side in a 64-bit integer register (the
-    integer units are idle) and moved to the vector: a Q4 block's products
-    took 1.5-1.6 ns against 1.8 inserting each into the vector, on the Zen 3."""
-    var halves = SIMD[DType.float16, streams]()
-    comptime if streams % 4 == 0:
-        var words = SIMD[DType.uint64, streams // 4]()
-        comptime for g in range(streams // 4):
-            var four: UInt64 = 0
-            comptime for k in range(4):
-                var half = (first + (4 * g + k) * stride).bitcast[UInt16]()[0]
-                four |= UInt64(half) << UInt64(16 * k)
-            words[g] = four
-        halves = bitcast[DType.float16, streams](words)
-    else:
-        comptime for s in range(streams):
-            halves[s] = (first + s * stride).bitcast[Float16]()[0]
-    return halves.cast[DType.float32]()
-
-
-@always_inline
-def row_scales[
-    kind: Int, streams: Int
-](first_block: UnsafePointer[UInt8, _], stride: Int) -> Tuple[SIMD[DType.float32, streams], SIMD[DType.float32, streams]]:
-    """The Q4 blocks first_block + s * stride's scales d and what each of
-    their weights has added to d q (Q4_0: -8 d, Q4_1: m), a lane a row."""
-    var d = gathered_halves[streams](first_block, stride)
-    comptime if kind == Q4_1:
-        return (d, gathered_halves[streams](first_block + 2, stride))
-    return (d, -8 * d)
-
-
-@always_inline
 def dot_rows_blocks[
     kind: Int, streams: Int
 ](
@@ -192,12 +157,9 @@ def dot_rows_blocks[
         comptime wtype = DType.float32 if kind == F32 else DType.bfloat16
         var rows = first_row.bitcast[Scalar[wtype]]()
         return dot_widening_streams[streams](rows, stride * BLOCK // size, x, blocks * BLOCK)
-    # One register of sums a row. A Q8_0 row's scale is read from its block
-    # into every lane of a register; 8 Q4 rows' scales are gathered into one
-    # register's lanes, their offsets added for all 8 rows in one
-    # multiply-add. Each is the faster of the two for its blocks, on the
-    # Zen 3: a Q8_0 block's products 1.05 ns against 1.7 gathered, a Q4
-    # block's 1.5 against 1.8 read a row at a time.
+    # One register of sums a row, the row's scale read from its block into
+    # every lane (Q8_0's rows, and a 4-bit matrix's rows after its last
+    # whole group; its groups are dot_group_blocks').
     var x_sums = x_area + blocks
     var levels = (x_area + 2 * blocks).bitcast[Int16]()
     var sums = stack_allocation[streams, SIMD[DType.float32, LANES]]()
@@ -207,19 +169,16 @@ def dot_rows_blocks[
     for b in range(blocks):
         var x_low = (levels + b * BLOCK).load[width=HALF]()
         var x_high = (levels + b * BLOCK + HALF).load[width=HALF]()
-        comptime if kind == Q8_0:
-            var d_x = SIMD[DType.float32, LANES](x_area[b])
-            comptime for s in range(streams):
-                var block = first_row + s * stride + b * size
-                var products = block_products[kind](block, x_low, x_high).cast[DType.float32]()
-                sums[s] += products * (half_float[LANES](block) * d_x)
-        else:
-            var scales = row_scales[kind, streams](first_row + b * size, stride)
-            var each = scales[0] * x_area[b]
-            comptime for s in range(streams):
-                var products = block_products[kind](first_row + s * stride + b * size, x_low, x_high)
-                sums[s] += products.cast[DType.float32]() * each[s]
-            offsets += scales[1] * x_sums[b]
+        var d_x = SIMD[DType.float32, LANES](x_area[b])
+        comptime for s in range(streams):
+            var block = first_row + s * stride + b * size
+            var products = block_products[kind](block, x_low, x_high).cast[DType.float32]()
+            sums[s] += products * (half_float[LANES](block) * d_x)
+            # What each weight has added (Q4_1's m, Q4_0's -8 d) times x's sum.
+            comptime if kind == Q4_1:
+                offsets[s] += half_float(block + 2) * x_sums[b]
+            elif kind == Q4_0:
+                offsets[s] -= 8 * half_float(block) * x_sums[b]
     var totals = offsets
     comptime for s in range(streams):
         totals[s] += sums[s].reduce_add()
