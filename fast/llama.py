@@ -5,13 +5,11 @@ Not tutorial material: step 23's model (RMSNorm, rotary embeddings,
 grouped-query attention with its cache, SwiGLU, a tied or untied head), run
 the way fast/gpt2.py runs GPT-2, and built for the files people run:
 
-- **The weights stay in their blocks.** A projection holds the file's
-  blocks as bytes (Q8_0, Q4_0 or Q4_1), or float32 and bfloat16 rows. Our
-  kernels (fast/kernels/ggml_rows.mojo) multiply the blocks as they are; a
-  token reads 4.5 to 8.5 bits a weight, where step 23's model widened every
-  weight to 32. A 4-bit matrix's blocks are regrouped when loaded, eight
-  rows' side by side (fast/llama_files.py's grouped_blocks): the same
-  bytes, in the order the kernel reads them.
+- **The weights stay in their blocks**, Q8_0, Q4_0 or Q4_1 as bytes (a 4-bit
+  matrix's regrouped, eight rows' blocks side by side), or float32 and bfloat16
+  rows. Our kernels (fast/kernels/ggml_rows.mojo) multiply the blocks as they
+  are; a token reads 4.5 to 8.5 bits a weight, where step 23's model widened
+  every weight to 32.
 - **The weights are the graph's by name, not its constants.** Two compiled
   graphs (a prompt, one token) serve every checkpoint of the same shapes and
   block types: MAX's cache holds them, so a second file, or the same file

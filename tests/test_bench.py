@@ -23,7 +23,6 @@ from devtools.bench.reporting import (
     format_report,
     output_suffix,
     over_ceiling,
-    publish,
     render,
 )
 from devtools.bench.stats import paired_ratios, round_orders, summary
@@ -186,15 +185,6 @@ def test_report_and_plot_come_from_the_data(tmp_path: Path) -> None:
     profile = (tmp_path / "profile.md").read_text()
     assert "| concat | 4 | 0 |" in profile and "| **total** | **9** | **7** |" in profile
     assert "| operation | step 17 | fast (our kernels) |" in profile
-
-
-def test_a_table_written_to_a_new_folder_makes_the_folder(tmp_path: Path, capsys) -> None:
-    """--out docs/src/bench/NEWMACHINE/x.md after an hour's run: written, not a traceback."""
-    out = tmp_path / "new_machine" / "table.md"
-    publish("| a | b |\n", {"rounds": 3}, out)
-    assert out.read_text() == "| a | b |\n"
-    assert json.loads(out.with_suffix(".json").read_text()) == {"rounds": 3}
-    assert "| a | b |" in capsys.readouterr().out
 
 
 def test_the_profile_shows_both_mlp_projections_by_rows_when_timed() -> None:

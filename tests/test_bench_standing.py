@@ -17,7 +17,7 @@ from devtools.bench.__main__ import book
 from devtools.bench.contenders import Contender
 from devtools.bench.machine import ceiling_fractions, paired_fractions
 from devtools.bench.measuring import results_from
-from devtools.bench.reporting import format_profile, format_report, output_suffix
+from devtools.bench.reporting import format_profile, format_report, output_suffix, publish
 from devtools.bench.stats import summary
 
 COMMITTED_RUNS = sorted(standing.BENCH.rglob("results*.json"))
@@ -189,3 +189,12 @@ def test_the_bench_redraws_the_table_only_when_it_writes_the_books_folder(
 def machine_column(table: str) -> str:
     header = next(line for line in table.splitlines() if line.startswith("| |"))
     return header.strip("|").split("|")[1].strip()
+
+
+def test_a_table_written_to_a_new_folder_makes_the_folder(tmp_path: Path, capsys) -> None:
+    """--out docs/src/bench/NEWMACHINE/x.md after an hour's run: written, not a traceback."""
+    out = tmp_path / "new_machine" / "table.md"
+    publish("| a | b |\n", {"rounds": 3}, out)
+    assert out.read_text() == "| a | b |\n"
+    assert json.loads(out.with_suffix(".json").read_text()) == {"rounds": 3}
+    assert "| a | b |" in capsys.readouterr().out
