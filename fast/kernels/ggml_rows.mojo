@@ -331,7 +331,6 @@ def gather_widened[
     var n_in = output.dim_size(1)
     check_blocks[kind](table, n_in, name)
     var blocks = n_in // BLOCK
-    var row_bytes = blocks * block_bytes[kind]()
     var vocab = table.dim_size(0)
     var out_strides = output.strides()
     if out_strides[1] != 1:
