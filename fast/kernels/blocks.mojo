@@ -37,6 +37,12 @@ def block_bytes[kind: Int]() -> Int:
 
 
 @always_inline
+def levels_at[kind: Int]() -> Int:
+    """Where a Q8_0 or Q4 block's levels begin: after its scales (Q4_1's d and m, the others' d)."""
+    return 4 if kind == Q4_1 else 2
+
+
+@always_inline
 def half_float[width: Int = 1](at: UnsafePointer[UInt8, _]) -> SIMD[DType.float32, width]:
     """The little-endian float16 at `at`, as float32, in each of `width`
     lanes (read straight into a register: no shuffle but the widening)."""

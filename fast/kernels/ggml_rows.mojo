@@ -23,10 +23,10 @@ from max.algorithm import parallelize
 import extensibility
 from extensibility import InputTensor, OutputTensor
 from .claims import claim, new_counters
-from .blocks import BF16, BLOCK, CLAIM_BYTES, F32, HALF, Q4_0, Q4_1, Q8_0, block_bytes, block_scales, half_float
+from .blocks import BF16, BLOCK, CLAIM_BYTES, F32, HALF, Q4_0, Q4_1, Q8_0, block_bytes, block_scales, levels_at
 from .cpu import STREAMS, WIDTH
 from .dots import dot_widening
-from .token_rows import GROUP, group_levels_at, grouped_rows, is_grouped, prepare_x, rows_times, x_floats
+from .token_rows import GROUP, group_levels_at, group_scales, grouped_rows, is_grouped, prepare_x, rows_times, x_floats
 
 
 @always_inline
@@ -84,7 +84,7 @@ def widen_row[
     for b in range(blocks):
         var block = row + b * size
         var scales = block_scales[kind](block)
-        widen_block[kind](block + size - (BLOCK if kind == Q8_0 else HALF), scales[0], scales[1], dest + b * BLOCK)
+        widen_block[kind](block + levels_at[kind](), scales[0], scales[1], dest + b * BLOCK)
 
 
 def widen_matrix_row[
@@ -99,9 +99,8 @@ def widen_matrix_row[
             var s = n % GROUP
             for b in range(blocks):
                 var at = group + b * GROUP * size
-                var d = half_float(at + 2 * s)
-                var m = half_float(at + 2 * GROUP + 2 * s) if kind == Q4_1 else Float32(0)
-                widen_block[kind](at + group_levels_at[kind]() + s * HALF, d, m, dest + b * BLOCK)
+                var scales = group_scales[kind, 1](at, s)
+                widen_block[kind](at + group_levels_at[kind]() + s * HALF, scales[0][0], scales[1][0], dest + b * BLOCK)
             return
     widen_row[kind](w + n * blocks * size, blocks, dest)
 

@@ -43,7 +43,7 @@ from std.memory import stack_allocation
 from std.sys.info import CompilationTarget
 from std.sys.intrinsics import llvm_intrinsic
 from std.sys._assembly import inlined_assembly
-from .blocks import BF16, BLOCK, F32, HALF, Q4_0, Q4_1, Q8_0, block_bytes, half_float
+from .blocks import BF16, BLOCK, F32, HALF, Q4_0, Q4_1, Q8_0, block_bytes, half_float, levels_at
 from .cpu import STREAMS
 from .dots import dot_widening_streams
 
@@ -98,7 +98,21 @@ def is_grouped[kind: Int]() -> Bool:
 @always_inline
 def group_levels_at[kind: Int]() -> Int:
     """Where a group's block holds its rows' levels: after their scales."""
-    return GROUP * (block_bytes[kind]() - HALF)
+    return GROUP * levels_at[kind]()
+
+
+@always_inline
+def group_scales[
+    kind: Int, rows: Int
+](at: UnsafePointer[UInt8, _], first: Int = 0) -> Tuple[SIMD[DType.float32, rows], SIMD[DType.float32, rows]]:
+    """The scales d and what each weight has added m (Q4_1's; 0 for Q4_0) of
+    a group's rows first to first + rows - 1, in its block at `at`: the
+    GROUP d's come first, then Q4_1's GROUP m's."""
+    var d = (at + 2 * first).bitcast[Float16]().load[width=rows]().cast[DType.float32]()
+    comptime if kind == Q4_1:
+        return (d, (at + 2 * (GROUP + first)).bitcast[Float16]().load[width=rows]().cast[DType.float32]())
+    else:
+        return (d, SIMD[DType.float32, rows](0))
 
 
 def prepare_x[
@@ -124,10 +138,10 @@ def prepare_x[
 def block_levels[kind: Int](block: UnsafePointer[UInt8, _]) -> Tuple[WORDS, WORDS]:
     """The block's levels of weights 0-15 and 16-31, as 16-bit numbers."""
     comptime if kind == Q8_0:
-        var values = (block + 2).bitcast[Int8]()
+        var values = (block + levels_at[kind]()).bitcast[Int8]()
         return (values.load[width=HALF]().cast[DType.int16](), (values + HALF).load[width=HALF]().cast[DType.int16]())
     else:
-        var packed = widened_bytes((block + block_bytes[kind]() - HALF).load[width=HALF]())
+        var packed = widened_bytes((block + levels_at[kind]()).load[width=HALF]())
         return (packed & 15, packed >> 4)
 
 
@@ -226,12 +240,12 @@ def dot_group_blocks[
         var x_low = (x_levels + b * BLOCK).load[width=HALF]()
         var x_high = (x_levels + b * BLOCK + HALF).load[width=HALF]()
         var products = group_products[kind](at + group_levels_at[kind](), x_low, x_high)
-        var d = at.bitcast[Float16]().load[width=GROUP]().cast[DType.float32]()
+        var scales = group_scales[kind, GROUP](at)
+        var d = scales[0]
         sums += products.cast[DType.float32]() * (d * x_area[b])
         # What each weight has added (Q4_1's m, Q4_0's -8 d) times x's sum.
         comptime if kind == Q4_1:
-            var m = (at + 2 * GROUP).bitcast[Float16]().load[width=GROUP]().cast[DType.float32]()
-            sums += m * x_sums[b]
+            sums += scales[1] * x_sums[b]
         else:
             sums += d * (-8 * x_sums[b])
     return sums
