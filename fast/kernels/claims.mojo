@@ -96,6 +96,18 @@ def wait_for_step(counters: UnsafePointer[mut=True, Int64, _], step: Int, total:
 
 
 @always_inline
+def step_claim(total: Int, smallest: Int, workers: Int) -> Int:
+    """The smallest claim of a step of `total` rows in a call of many small
+    steps (a decoded Llama token's 120 products of 0.2-1.1 MB): `smallest`,
+    or the step in 2 * workers claims if those are larger. Each claim starts
+    its core's reads afresh and moves the counter's line between cores;
+    guided claims of CLAIM_BYTES took some ten claims a step, this takes 4
+    with two cores: a Q4_1 token 1.08x as fast (the Zen 4), Q8_0 1.03x,
+    bfloat16's larger rows unchanged."""
+    return max(smallest, ceildiv(total, 2 * workers))
+
+
+@always_inline
 def smallest_claim[wtype: DType](n_in: Int) -> Int:
     """Weight rows in the smallest claim: CLAIM_BYTES of them, at least one."""
     return max(1, CLAIM_BYTES // (n_in * size_of[wtype]()))

@@ -29,7 +29,7 @@ from max.algorithm import parallelize
 import extensibility
 from extensibility import InputTensor, InputVariadicTensors, OutputTensor
 from extensibility.managed_tensor_slice import _MutableInputTensor as MutableInputTensor
-from .claims import COUNTER_STRIDE, claim, finished, new_counters, wait_for_step
+from .claims import COUNTER_STRIDE, claim, finished, new_counters, step_claim, wait_for_step
 from .cpu import STREAMS, WIDTH
 from .blocks import BF16, BLOCK, CLAIM_BYTES, F32, Q4_0, Q4_1, Q8_0, block_bytes
 from .decode_steps import attend_one_head
@@ -182,7 +182,10 @@ def decode_layers[
     var norm_ptr = norms.unsafe_ptr()
     var group = heads // kv_heads
     var smallest_width = max(1, CLAIM_BYTES // width_bytes)
-    var smallest_inner = max(1, CLAIM_BYTES // inner_bytes)
+    var claim_qkv = step_claim(qkv_rows, smallest_width, workers)
+    var claim_o = step_claim(width, smallest_width, workers)
+    var claim_gate_up = step_claim(2 * inner, smallest_width, workers)
+    var claim_down = step_claim(width, max(1, CLAIM_BYTES // inner_bytes), workers)
 
     def worker(index: Int) {var}:
         var x = scratch + index * each
@@ -197,11 +200,11 @@ def decode_layers[
             rms_normed(stream, norm_ptr + 2 * layer * width, eps, width, x)
             prepare_x[kind](x, width_blocks, x_area)
             var done = 0
-            var claimed = claim(c, 0, qkv_rows, smallest_width, workers, STREAMS)
+            var claimed = claim(c, 0, qkv_rows, claim_qkv, workers, STREAMS)
             while claimed[0] < claimed[1]:
                 rows_times[kind](w[0], width_bytes, claimed[0], claimed[1], width_blocks, x, x_area, qkv, 1, False)
                 done += claimed[1] - claimed[0]
-                claimed = claim(c, 0, qkv_rows, smallest_width, workers, STREAMS)
+                claimed = claim(c, 0, qkv_rows, claim_qkv, workers, STREAMS)
             finished(c, 0, done)
             wait_for_step(c, 0, qkv_rows)
             # 1: each key/value head's key turned, it and its value cached.
@@ -238,33 +241,33 @@ def decode_layers[
             # 3: the stream += o times the heads' outputs.
             prepare_x[kind](attended, q_blocks, x_area)
             done = 0
-            claimed = claim(c, 3, width, smallest_width, workers, STREAMS)
+            claimed = claim(c, 3, width, claim_o, workers, STREAMS)
             while claimed[0] < claimed[1]:
                 rows_times[kind](w[1], q_bytes, claimed[0], claimed[1], q_blocks, attended, x_area, stream, 1, True)
                 done += claimed[1] - claimed[0]
-                claimed = claim(c, 3, width, smallest_width, workers, STREAMS)
+                claimed = claim(c, 3, width, claim_o, workers, STREAMS)
             finished(c, 3, done)
             wait_for_step(c, 3, width)
             # 4: gate and up of the normed stream.
             rms_normed(stream, norm_ptr + (2 * layer + 1) * width, eps, width, x)
             prepare_x[kind](x, width_blocks, x_area)
             done = 0
-            claimed = claim(c, 4, 2 * inner, smallest_width, workers, STREAMS)
+            claimed = claim(c, 4, 2 * inner, claim_gate_up, workers, STREAMS)
             while claimed[0] < claimed[1]:
                 rows_times[kind](w[2], width_bytes, claimed[0], claimed[1], width_blocks, x, x_area, gate_up, 1, False)
                 done += claimed[1] - claimed[0]
-                claimed = claim(c, 4, 2 * inner, smallest_width, workers, STREAMS)
+                claimed = claim(c, 4, 2 * inner, claim_gate_up, workers, STREAMS)
             finished(c, 4, done)
             wait_for_step(c, 4, 2 * inner)
             # 5: the stream += down times SiLU(gate) * up (each core its own copy).
             silu_times(gate_up, gate_up + inner, inner, x)
             prepare_x[kind](x, inner_blocks, x_area)
             done = 0
-            claimed = claim(c, 5, width, smallest_inner, workers, STREAMS)
+            claimed = claim(c, 5, width, claim_down, workers, STREAMS)
             while claimed[0] < claimed[1]:
                 rows_times[kind](w[3], inner_bytes, claimed[0], claimed[1], inner_blocks, x, x_area, stream, 1, True)
                 done += claimed[1] - claimed[0]
-                claimed = claim(c, 5, width, smallest_inner, workers, STREAMS)
+                claimed = claim(c, 5, width, claim_down, workers, STREAMS)
             finished(c, 5, done)
             wait_for_step(c, 5, width)
 
