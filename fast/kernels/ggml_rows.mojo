@@ -225,16 +225,20 @@ def rows_times_blocks[
 
     var claims = new_counters(1)
     var workers = num_physical_cores()
-    var smallest = max(1, CLAIM_BYTES // row_bytes)
+    # A token's claims are of bytes read (claims.mojo); a prompt's are of
+    # multiply-adds, a panel each at the smallest: a claim of CLAIM_BYTES'
+    # rows took a core a millisecond there, and the other waited for it.
+    var smallest = max(1, CLAIM_BYTES // row_bytes) if rows == 1 else PANEL
+    var granule = STREAMS if rows == 1 else PANEL
 
     def worker(index: Int) {var}:
-        var claimed = claim(claims, 0, n_out, smallest, workers, STREAMS)
+        var claimed = claim(claims, 0, n_out, smallest, workers, granule)
         while claimed[0] < claimed[1]:
             if rows == 1:
                 one_token(claimed[0], claimed[1])
             else:
                 many_tokens(claimed[0], claimed[1])
-            claimed = claim(claims, 0, n_out, smallest, workers, STREAMS)
+            claimed = claim(claims, 0, n_out, smallest, workers, granule)
 
     parallelize(worker, workers)
     claims.free()
