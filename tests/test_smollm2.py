@@ -117,11 +117,18 @@ def test_step_23s_model_decodes_transformers_greedy_tokens(gguf, tokenizer, thei
     assert_greedy_as_transformers(generate, tokenizer, theirs[1])
 
 
-def test_the_fast_model_decodes_transformers_greedy_tokens(gguf, tokenizer, theirs) -> None:
-    """fast/llama.py, the file's Q4_1 and Q8_0 blocks as stored."""
+@pytest.mark.parametrize("prompt_graph_from", [None, 2], ids=["a_token_at_a_time", "prompt_graph"])
+def test_the_fast_model_decodes_transformers_greedy_tokens(
+    gguf, tokenizer, theirs, prompt_graph_from
+) -> None:
+    """fast/llama.py, the file's Q4_1 and Q8_0 blocks as stored; the prompts
+    a token at a time through the decode graph (as a short prompt goes), or
+    through the prompt graph (its products in other kernels: int_panels.mojo
+    where the CPU has AVX-512's VNNI, float32 panels elsewhere)."""
     from fast import llama
 
-    generator = llama.FastLlamaGenerator(llama.load_gguf(gguf), context=256)
+    start = {} if prompt_graph_from is None else {"prompt_graph_from": prompt_graph_from}
+    generator = llama.FastLlamaGenerator(llama.load_gguf(gguf), context=256, **start)
     assert_greedy_as_transformers(generator.generate, tokenizer, theirs[1])
 
 

@@ -14,7 +14,9 @@ multiplying its integers by x rounded to 16-bit levels (token_rows.mojo). A
 prompt's many rows widen each weight row once, into a float32 panel of rows in the
 L2 cache, and multiply it with every row of x in float32: there the
 multiply-adds, not the bytes, bound the time, and each widened weight
-serves every row.
+serves every row. Where the CPU has AVX-512's VNNI, a prompt's blocks are
+multiplied in integers instead (int_panels.mojo), twice the products an
+instruction.
 """
 
 from std.memory import alloc, stack_allocation
@@ -26,7 +28,8 @@ from .claims import claim, new_counters
 from .blocks import BF16, BLOCK, CLAIM_BYTES, F32, HALF, Q4_0, Q4_1, Q8_0, block_bytes, block_scales, levels_at
 from .cpu import STREAMS, WIDTH
 from .dots import dot_widening
-from .token_rows import GROUP, group_levels_at, group_scales, grouped_rows, is_grouped, prepare_x, rows_times, x_floats
+from .int_panels import INT_MR, INT_PANEL, INT_PANELS, int_panel_times_x, widen_int_panel
+from .token_rows import prepare_x, row_block, rows_times, x_floats
 
 
 @always_inline
@@ -92,17 +95,12 @@ def widen_matrix_row[
 ](w: UnsafePointer[UInt8, _], n: Int, rows: Int, blocks: Int, dest: UnsafePointer[mut=True, Float32, _]):
     """Row n of a [rows, blocks] matrix as float32 weights: a 4-bit matrix's
     rows held grouped (token_rows.mojo), the others as the file stores them."""
-    comptime size = block_bytes[kind]()
-    comptime if is_grouped[kind]():
-        if n < grouped_rows(rows):
-            var group = w + (n - n % GROUP) * blocks * size
-            var s = n % GROUP
-            for b in range(blocks):
-                var at = group + b * GROUP * size
-                var scales = group_scales[kind, 1](at, s)
-                widen_block[kind](at + group_levels_at[kind]() + s * HALF, scales[0][0], scales[1][0], dest + b * BLOCK)
-            return
-    widen_row[kind](w + n * blocks * size, blocks, dest)
+    comptime if kind == F32 or kind == BF16:
+        widen_row[kind](w + n * blocks * block_bytes[kind](), blocks, dest)
+        return
+    for b in range(blocks):
+        var block = row_block[kind](w, n, rows, blocks, b)
+        widen_block[kind](w + block[0], block[1], block[2], dest + b * BLOCK)
 
 
 comptime TILE = 4  # a prompt's weight rows multiplied at once
@@ -170,22 +168,44 @@ def rows_times_blocks[
     var blocks = n_in // BLOCK
     comptime size = block_bytes[kind]()
     var row_bytes = blocks * size
-    # x contiguous; one token's rounded to 16-bit levels once for all weight rows.
+    # x contiguous; one token's rounded to 16-bit levels once for all weight
+    # rows, and so are a prompt's rows for the integer panels.
+    comptime integers = INT_PANELS and (kind == Q8_0 or kind == Q4_0 or kind == Q4_1)
+    var area = x_floats(blocks)
     var x_rows = alloc[Float32](rows * n_in)
-    var x_area = alloc[Float32](x_floats(blocks))
+    var x_area = alloc[Float32](area * (rows if integers else 1))
     var x_strides = x.strides()
     var x_in = x.unsafe_ptr()
     for m in range(rows):
         for k in range(n_in):
             x_rows[m * n_in + k] = x_in[m * x_strides[0] + k * x_strides[1]]
-    if rows == 1:
-        prepare_x[kind](x_rows, blocks, x_area)
+    if rows == 1 or integers:
+        for m in range(rows):
+            prepare_x[kind](x_rows + m * n_in, blocks, x_area + m * area)
     var w_ptr = weight.unsafe_ptr().bitcast[UInt8]()
     var out_ptr = output.unsafe_ptr()
     var out_strides = output.strides()
 
     def one_token(first: Int, last: Int) {var}:
         rows_times[kind](w_ptr, row_bytes, first, last, blocks, x_rows, x_area, out_ptr, out_strides[1], False)
+
+    def many_tokens_integers(first: Int, last: Int) {var}:
+        # int_panels.mojo: INT_PANEL weight rows' levels at a time, x's rows
+        # (prepared above) in chunks of whole INT_MR tiles against them.
+        var panel = alloc[Int16](INT_PANEL * n_in)
+        var scales = alloc[Float32](2 * INT_PANEL * blocks)
+        var chunk = max(INT_MR, X_CHUNK_BYTES // (area * 4) // INT_MR * INT_MR)
+        var n = first
+        while n < last:
+            var count = min(INT_PANEL, last - n)
+            widen_int_panel[kind](w_ptr, n, count, n_out, blocks, panel, scales)
+            for m0 in range(0, rows, chunk):
+                var m1 = min(rows, m0 + chunk)
+                var at = out_ptr + n * out_strides[1]
+                int_panel_times_x[kind](panel, scales, count, blocks, x_area, area, m0, m1, at, out_strides)
+            n += count
+        scales.free()
+        panel.free()
 
     def many_tokens(first: Int, last: Int) {var}:
         # PANEL weight rows widened at a time, then x in chunks of `chunk`
@@ -237,7 +257,10 @@ def rows_times_blocks[
             if rows == 1:
                 one_token(claimed[0], claimed[1])
             else:
-                many_tokens(claimed[0], claimed[1])
+                comptime if integers:
+                    many_tokens_integers(claimed[0], claimed[1])
+                else:
+                    many_tokens(claimed[0], claimed[1])
             claimed = claim(claims, 0, n_out, smallest, workers, granule)
 
     parallelize(worker, workers)

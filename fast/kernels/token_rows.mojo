@@ -43,7 +43,7 @@ from std.memory import stack_allocation
 from std.sys.info import CompilationTarget
 from std.sys.intrinsics import llvm_intrinsic
 from std.sys._assembly import inlined_assembly
-from .blocks import BF16, BLOCK, F32, HALF, Q4_0, Q4_1, Q8_0, block_bytes, half_float, levels_at
+from .blocks import BF16, BLOCK, F32, HALF, Q4_0, Q4_1, Q8_0, block_bytes, block_scales, half_float, levels_at
 from .cpu import STREAMS
 from .dots import dot_widening_streams
 
@@ -113,6 +113,25 @@ def group_scales[
         return (d, (at + 2 * (GROUP + first)).bitcast[Float16]().load[width=rows]().cast[DType.float32]())
     else:
         return (d, SIMD[DType.float32, rows](0))
+
+
+@always_inline
+def row_block[
+    kind: Int
+](w: UnsafePointer[UInt8, _], n: Int, rows: Int, blocks: Int, b: Int) -> Tuple[Int, Float32, Float32]:
+    """Where row n's block b keeps its levels in a [rows, blocks] matrix of
+    blocks (bytes from w), its d and its m (Q4_1's; 0 for the others): a
+    4-bit matrix's rows grouped as grouped_blocks holds them, others as stored."""
+    comptime size = block_bytes[kind]()
+    comptime if is_grouped[kind]():
+        if n < grouped_rows(rows):
+            var s = n % GROUP
+            var at = (n - s) * blocks * size + b * GROUP * size
+            var scales = group_scales[kind, 1](w + at, s)
+            return (at + group_levels_at[kind]() + s * HALF, scales[0][0], scales[1][0])
+    var at = (n * blocks + b) * size
+    var scales = block_scales[kind](w + at)
+    return (at + levels_at[kind](), scales[0], scales[1])
 
 
 def prepare_x[
