@@ -25,11 +25,8 @@ the way fast/gpt2.py runs GPT-2, and built for the files people run:
   executor. A prompt, and a model of mixed block types, run as MAX's
   operations around our projections and fast/gpt2.py's prompt attention.
 
-Loading reads the file with step 29's reader (solutions/solution_29.py): the
-tensors' names, shapes and block types, the config from the metadata, q's
-and k's rows put back in step 19's half-split order (llama.cpp's converter
-interleaves them; a row of blocks moves whole). Llama 3's scaled rotary
-frequencies (a `rope_freqs.weight` tensor) and Qwen2's q/k/v biases load too.
+Loading (fast/llama_files.py) reads the file with step 29's reader; Llama 3's
+scaled rotary frequencies and Qwen2's q/k/v biases load too.
 
 tests/test_fast_llama.py checks the logits against step 23's model.
 """
@@ -437,14 +434,17 @@ def token_chooser(do_sample: bool = False, seed: int | None = None, **options):
     return lambda logits: sample_next_token(logits, rng=rng, **options)
 
 
-# Loading lives in fast/llama_files.py, which builds the classes above.
-from fast.llama_files import fast_config, grouped_blocks, load_checkpoint, load_gguf  # noqa: E402
+# Loading lives in fast/llama_files.py, which builds the classes above: found
+# here when first asked for, so that either module may be imported first.
+_FROM_FILES = ("fast_config", "grouped_blocks", "load_checkpoint", "load_gguf")
 
-__all__ = [
-    "FastLlama",
-    "FastLlamaGenerator",
-    "fast_config",
-    "grouped_blocks",
-    "load_checkpoint",
-    "load_gguf",
-]
+
+def __getattr__(name: str):
+    if name not in _FROM_FILES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from fast import llama_files
+
+    return getattr(llama_files, name)
+
+
+__all__ = ["FastLlama", "FastLlamaGenerator", *_FROM_FILES]

@@ -1,6 +1,12 @@
 """fast/llama.py's models from files: a GGUF file's tensors as stored (its
 blocks never widened; a 4-bit matrix's rows grouped, see `grouped_blocks`),
-or a Llama checkpoint's float32 safetensors."""
+or a Llama checkpoint's float32 safetensors.
+
+A GGUF file is read with step 29's reader (solutions/solution_29.py): the
+tensors' names, shapes and block types, the config from the metadata, q's
+and k's rows put back in step 19's half-split order (llama.cpp's converter
+interleaves them; a row of blocks moves whole). Llama 3's scaled rotary
+frequencies (a `rope_freqs.weight` tensor) and Qwen2's q/k/v biases load too."""
 
 from __future__ import annotations
 
