@@ -30,6 +30,8 @@ The modules, each importing only those above it:
 - token_rows: a decoded token's x times rows of blocks, multiplied as
   integers (x rounded to 16-bit levels), or of plain float32 or bfloat16
   rows; how a 4-bit matrix's rows are grouped;
+- int_panels: a prompt's rows times blocks in integers, where the CPU has
+  AVX-512's VNNI (x and the weights' levels in 16 bits);
 - ggml_rows: x times a weight in ggml's Q8_0, Q4_0 or Q4_1 blocks (a 4-bit
   matrix's rows grouped eight side by side), and a table's rows widened
   (fast/llama.py's projections and embedding);

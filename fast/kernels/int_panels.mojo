@@ -12,10 +12,11 @@ widened to 16 bits (Q4_0's less 8), and a block's 32 products are summed in
 integers; each block's sums then take one conversion and one multiply-add by
 d_w * d_x into float32 sums (and Q4_1's m times the block's sum of x).
 
-The panel holds PANEL weight rows by input pair: at pair p of block b, each
-row's two levels side by side (one 32-bit lane a row), so that a pair of
-x's levels broadcast to every lane multiplies 16 rows in one instruction,
-as ggml_rows' float32 panels take one x number against 16 rows.
+The panel holds INT_PANEL weight rows by input pair: at pair p of block b,
+each row's two levels side by side (one 32-bit lane a row), so that a pair
+of x's levels broadcast to every lane multiplies 16 rows in one instruction
+(an outer product: INT_MR rows of x by the panel's 32 rows, the sums in
+registers, none added across lanes).
 """
 
 from std.memory import bitcast, stack_allocation
