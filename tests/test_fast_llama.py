@@ -122,7 +122,9 @@ def test_the_kernels_multiply_and_look_up_every_block_type_as_numpy_does(
     ids = np.array([0, n_out - 1, n_out // 2], dtype=np.int64)
     held = [grouped_blocks(kind, table) for kind, table in zip(BLOCK_KINDS, tables, strict=True)]
     outputs = kernels(x, held, ids)
-    # One token multiplies x rounded to 16-bit levels; a prompt's rows, x itself.
+    # One token multiplies x rounded to 16-bit levels; a prompt's rows, x itself
+    # in float32 panels, or rounded as one token's in int_panels.mojo (a CPU with
+    # AVX-512's VNNI), 1/65534 of a block's largest: well inside the tolerance.
     x_seen = rounded_levels(x) if rows == 1 else x
     for index, (kind, table) in enumerate(zip(BLOCK_KINDS, tables, strict=True)):
         weight = widened(kind, table)
