@@ -209,7 +209,7 @@ def dot_rows_blocks[
             sums[s] += products * (half_float[LANES](block) * d_x)
             # What each weight has added (Q4_1's m, Q4_0's -8 d) times x's sum.
             comptime if kind == Q4_1:
-                offsets[s] += half_float(block + 2) * x_sums[b]
+                offsets[s] += block_scales[kind](block)[1] * x_sums[b]
             elif kind == Q4_0:
                 offsets[s] -= 8 * half_float(block) * x_sums[b]
     var totals = offsets
