@@ -23,8 +23,8 @@ from std.memory import bitcast, stack_allocation
 from std.sys.info import CompilationTarget
 from std.sys.intrinsics import llvm_intrinsic
 from std.utils import IndexList
-from .blocks import BLOCK, HALF, Q4_0, Q8_0
-from .token_rows import row_block
+from .blocks import BLOCK, HALF, Q4_0, Q4_1
+from .token_rows import block_levels, row_block
 
 comptime INT_PANELS = CompilationTarget._has_feature["avx512vnni"]() and CompilationTarget._has_feature["avx512bw"]()
 comptime LANES = 16  # a 512-bit register's int32 sums
@@ -39,23 +39,6 @@ def pair_products(a: PAIR_WORDS, b: PAIR_WORDS) -> SIMD[DType.int32, LANES]:
     """a[2j] * b[2j] + a[2j + 1] * b[2j + 1] in lane j (vpmaddwd; added to a
     sum, the compiler makes it vpdpwssd)."""
     return llvm_intrinsic["llvm.x86.avx512.pmaddw.d.512", SIMD[DType.int32, LANES]](a, b)
-
-
-@always_inline
-def block_words[kind: Int](levels: UnsafePointer[UInt8, _]) -> Tuple[SIMD[DType.int16, HALF], SIMD[DType.int16, HALF]]:
-    """A block's levels of weights 0-15 and 16-31 as 16-bit numbers, Q4_0's
-    less 8 (so that d * level is the weight), from where its levels begin."""
-    comptime if kind == Q8_0:
-        var values = levels.bitcast[Int8]()
-        return (values.load[width=HALF]().cast[DType.int16](), (values + HALF).load[width=HALF]().cast[DType.int16]())
-    else:
-        var packed = levels.load[width=HALF]().cast[DType.int16]()
-        var low = packed & 15
-        var high = packed >> 4
-        comptime if kind == Q4_0:
-            return (low - 8, high - 8)
-        else:
-            return (low, high)
 
 
 def widen_int_panel[
@@ -83,9 +66,10 @@ def widen_int_panel[
                 scales[(blocks + b) * INT_PANEL + t] = 0
                 continue
             var block = row_block[kind](w, first + t, rows, blocks, b)
-            var words = block_words[kind](w + block[0])
+            var words = block_levels[kind](w + block[0])
+            comptime less = Int16(8) if kind == Q4_0 else Int16(0)  # so that d * level is the weight
             comptime for k in range(BLOCK):
-                at[(k // 2) * INT_PANEL * 2 + k % 2] = words[k // HALF][k % HALF]
+                at[(k // 2) * INT_PANEL * 2 + k % 2] = words[k // HALF][k % HALF] - less
             scales[b * INT_PANEL + t] = block[1]
             scales[(blocks + b) * INT_PANEL + t] = block[2]
 
@@ -127,7 +111,7 @@ def int_panel_tile[
             var d_x = x_areas[i * area + b]
             sums[2 * i] += products[2 * i].cast[DType.float32]() * (d_low * d_x)
             sums[2 * i + 1] += products[2 * i + 1].cast[DType.float32]() * (d_high * d_x)
-            comptime if kind != Q4_0 and kind != Q8_0:  # Q4_1's m times the block's sum of x
+            comptime if kind == Q4_1:  # m times the block's sum of x
                 var x_sum = x_areas[i * area + blocks + b]
                 sums[2 * i] += (scales + (blocks + b) * INT_PANEL).load[width=LANES]() * x_sum
                 sums[2 * i + 1] += (scales + (blocks + b) * INT_PANEL + LANES).load[width=LANES]() * x_sum

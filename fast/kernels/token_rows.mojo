@@ -154,13 +154,14 @@ def prepare_x[
 
 
 @always_inline
-def block_levels[kind: Int](block: UnsafePointer[UInt8, _]) -> Tuple[WORDS, WORDS]:
-    """The block's levels of weights 0-15 and 16-31, as 16-bit numbers."""
+def block_levels[kind: Int](levels: UnsafePointer[UInt8, _]) -> Tuple[WORDS, WORDS]:
+    """A block's levels of weights 0-15 and 16-31, as 16-bit numbers (Q4's
+    as stored, 0 to 15), from where its levels begin."""
     comptime if kind == Q8_0:
-        var values = (block + levels_at[kind]()).bitcast[Int8]()
+        var values = levels.bitcast[Int8]()
         return (values.load[width=HALF]().cast[DType.int16](), (values + HALF).load[width=HALF]().cast[DType.int16]())
     else:
-        var packed = widened_bytes((block + levels_at[kind]()).load[width=HALF]())
+        var packed = widened_bytes(levels.load[width=HALF]())
         return (packed & 15, packed >> 4)
 
 
@@ -169,7 +170,7 @@ def block_products[
     kind: Int
 ](block: UnsafePointer[UInt8, _], x_low: WORDS, x_high: WORDS) -> SIMD[DType.int32, LANES]:
     """The block's levels times x's (weights 0-15 and 16-31), in LANES sums."""
-    var levels = block_levels[kind](block)
+    var levels = block_levels[kind](block + levels_at[kind]())
     return word_products(levels[0], x_low) + word_products(levels[1], x_high)
 
 
@@ -236,8 +237,8 @@ def group_products[
     times x's, each row's products added into its own lane."""
     var rows = stack_allocation[GROUP, SIMD[DType.int32, LANES]]()
     comptime for s in range(GROUP):
-        var packed = widened_bytes((levels + s * HALF).load[width=HALF]())
-        rows[s] = word_products(packed & 15, x_low) + word_products(packed >> 4, x_high)
+        var row = block_levels[kind](levels + s * HALF)
+        rows[s] = word_products(row[0], x_low) + word_products(row[1], x_high)
     var low = pairs_added(pairs_added(rows[0], rows[1]), pairs_added(rows[2], rows[3]))
     var high = pairs_added(pairs_added(rows[4], rows[5]), pairs_added(rows[6], rows[7]))
     # low holds rows 0-3's halves in its two 128-bit halves, high rows 4-7's.
