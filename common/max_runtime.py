@@ -6,6 +6,7 @@ Keep this the one place for workarounds about the MAX runtime itself.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import importlib.metadata
 import os
@@ -178,6 +179,37 @@ def precompiled(package: Path) -> Path:
     built = folder / fresh.name
     os.replace(staging, built)
     return built
+
+
+# MAX's one Python extension written in Mojo, built from its source on first
+# import (into a __mojocache__ folder beside it in site-packages).
+MOJO_EXTENSIONS = ("max._kv_cache_ops.kv_cache_ops",)
+
+
+def mojo_extensions_lock() -> Path:
+    """The file processes of this user lock to import MAX's Mojo extensions."""
+    folder = Path(tempfile.gettempdir()) / f".modular_{os.getuid()}"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / "mojo-extensions.lock"
+
+
+def import_mojo_extensions() -> None:
+    """Import MAX's Mojo extensions, one process at a time.
+
+    The first import of `max.nn` (or anything that uses it) compiles
+    max._kv_cache_ops from its Mojo source and writes the .so in place, where
+    the next import finds it. A second process that imports it meanwhile
+    loads the half-written file and fails ("file too short"): pytest's
+    workers collecting tests side by side on a fresh install did. Processes
+    that may start together (the suite's workers, a check and the background
+    process compiling the next steps) call this first: the first one builds
+    the extension while the others wait on a lock, then find it built.
+    """
+    with open(mojo_extensions_lock(), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+        for name in MOJO_EXTENSIONS:
+            with contextlib.suppress(ModuleNotFoundError):  # a MAX without it
+                importlib.import_module(name)
 
 
 def child_env(**extra: str) -> dict[str, str]:

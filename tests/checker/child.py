@@ -42,6 +42,7 @@ def die_with_parent() -> None:
 def main(requests_fd: int, answers_fd: int) -> None:
     die_with_parent()
     max_runtime.prepare()
+    max_runtime.import_mojo_extensions()  # a background warm-up may import MAX too
     # MAX logs each kernel it compiles on the fly; the checker says so once, in
     # its own words, before the checks (tests/check.py), not amid their results.
     logging.getLogger("max._eager_policy").setLevel(logging.ERROR)

@@ -107,6 +107,7 @@ def warm(numbers: list[int]) -> None:
         except OSError:
             return
         max_runtime.prepare()
+        max_runtime.import_mojo_extensions()  # as the learner's next check may
         from .engine import load_spec, run_step
 
         if max_runtime.kernel_cache_is_warm():  # `max warm-interpreter-cache` compiled them all
