@@ -217,9 +217,43 @@ def assembled(config: FastLlamaConfig, tensor) -> FastLlama:
                     state[f"{layer}.{place}.parts.{part}.bias"] = biases[part]
     with F.lazy():
         model = FastLlama(config)
-    buffers = {id(value): as_buffer(value) for value in state.values()}  # the tied head once
+    arrays = {id(value): value for value in state.values()}  # the tied head once
+    placed = in_one_allocation(list(arrays.values()))
+    buffers = {key: as_buffer(array) for key, array in zip(arrays, placed, strict=True)}
     model.load_state_dict({name: buffers[id(value)] for name, value in state.items()})
     return model
+
+
+HUGE_PAGE = 2 << 20  # Linux's transparent huge pages on x86-64
+ALIGNMENT = 64  # each array on a cache line of its own
+
+
+def in_one_allocation(arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """The arrays copied, in order, into one allocation that begins on a huge
+    page, each a view of it.
+
+    A decoded token reads every matrix once, a few hundred KB each. Copied
+    each by itself, a layer's matrix took memory of its own in 4 KB pages,
+    and a token's reads crossed some 25,000 of them, each a translation to
+    look up (twice over on a virtual machine). NumPy asks Linux for huge
+    pages (2 MB) for an allocation of 4 MB or more, as a model's is; the
+    matrices lie in it in the order a token reads them. SmolLM2-135M's
+    tokens came 1.06-1.10x as fast (Q4_1, Q4_0, Q8_0, bfloat16; the Zen 4).
+    """
+    arrays = [np.ascontiguousarray(array) for array in arrays]
+    offsets, total = [], 0
+    for array in arrays:
+        offsets.append(total)
+        total += -(-array.nbytes // ALIGNMENT) * ALIGNMENT
+    arena = np.empty(total + HUGE_PAGE, np.uint8)
+    begin = -arena.ctypes.data % HUGE_PAGE
+    views = []
+    for array, offset in zip(arrays, offsets, strict=True):
+        view = arena[begin + offset : begin + offset + array.nbytes].view(array.dtype)
+        view = view.reshape(array.shape)
+        view[...] = array
+        views.append(view)
+    return views
 
 
 def as_buffer(array) -> Buffer:

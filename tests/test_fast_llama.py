@@ -192,6 +192,22 @@ def test_a_token_id_outside_the_table_is_refused(kernels):
         kernels(x, tables, np.array([4], dtype=np.int64))
 
 
+def test_the_weights_lie_in_one_allocation_from_a_huge_page():
+    from fast.llama_files import ALIGNMENT, HUGE_PAGE, in_one_allocation
+
+    rng = np.random.default_rng(0)
+    arrays = [rng.integers(0, 256, (3, 17), dtype=np.uint8), rng.random(5, dtype=np.float32)]
+    arrays.append(rng.random((4, 6), dtype=np.float32)[:, ::2])  # not contiguous
+    views = in_one_allocation(arrays)
+    starts = [view.ctypes.data for view in views]
+    assert starts[0] % HUGE_PAGE == 0 and all(start % ALIGNMENT == 0 for start in starts)
+    assert starts == sorted(starts) and len({id(view.base) for view in views}) == 1
+    for view, array in zip(views, arrays, strict=True):
+        assert view.dtype == array.dtype and view.flags.c_contiguous and view.flags.writeable
+        np.testing.assert_array_equal(view, array)
+    assert views[0].ctypes.data + views[0].nbytes <= starts[1]  # none overlaps the next
+
+
 # -- the model against step 23's ----------------------------------------------------------
 
 CONFIG = dict(
