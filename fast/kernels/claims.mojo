@@ -1,5 +1,6 @@
 """How the cores share a step of a kernel: each claims the next rows of it
-from a counter, and waits for the others at its end by watching another.
+from a counter (or first its own part of them: claim_own_first), and waits
+for the others at its end by watching another.
 """
 
 from std.atomic import Atomic
@@ -95,16 +96,68 @@ def wait_for_step(counters: UnsafePointer[mut=True, Int64, _], step: Int, total:
             _ = external_call["sched_yield", c_int]()
 
 
+# A step of a decoded token can be shared out by parts instead: worker i
+# owns the i-th part of the rows and takes it from its front, a chunk at a
+# time, on a counter no other core touches until it is done with its own
+# part; a core done with its own takes from the back of another's (half of
+# what is left), so the cores still finish together, and one worker alone
+# still does every row. A core reads its part as one run of memory, where
+# claims from a shared counter gave each core pieces far apart.
+comptime FRONT_BITS = 32  # a part's counter: rows taken from the front, then from the back
+
+
 @always_inline
-def step_claim(total: Int, smallest: Int, workers: Int) -> Int:
-    """The smallest claim of a step of `total` rows in a call of many small
-    steps (a decoded Llama token's 120 products of 0.2-1.1 MB): `smallest`,
-    or the step in 2 * workers claims if those are larger. Each claim starts
-    its core's reads afresh and moves the counter's line between cores;
-    guided claims of CLAIM_BYTES took some ten claims a step, this takes 4
-    with two cores: a Q4_1 token 1.08x as fast (the Zen 4), Q8_0 1.03x,
-    bfloat16's larger rows unchanged."""
-    return max(smallest, ceildiv(total, 2 * workers))
+def part_rows(total: Int, part: Int, workers: Int, granule: Int) -> IndexList[2]:
+    """The rows [first, last) of `part` of `total`: whole granules but at the end."""
+    var each = ceildiv(ceildiv(total, workers), granule) * granule
+    return IndexList[2](min(total, part * each), min(total, (part + 1) * each))
+
+
+@always_inline
+def claim_own_first(
+    parts: UnsafePointer[mut=True, Int64, _],
+    step: Int,
+    total: Int,
+    index: Int,
+    workers: Int,
+    smallest: Int,
+    granule: Int,
+    chunks: Int,
+) -> IndexList[2]:
+    """Worker `index`'s next rows [first, last) of `step`: the next chunk of
+    its own part (a `chunks`-th of it, at least `smallest` rows), else half
+    of what is left of another's, taken from its back; first == last ==
+    total once every row is claimed. `parts` holds `workers` counters a
+    step (new_counters(steps * workers)); every claim begins on a multiple
+    of `granule`."""
+    var counters = parts + step * workers * COUNTER_STRIDE
+    var own = part_rows(total, index, workers, granule)
+    var chunk = ceildiv(max(smallest, (own[1] - own[0]) // chunks), granule) * granule
+    var mine = counters + index * COUNTER_STRIDE
+    var taken = Atomic[Int64].load(mine)
+    while True:
+        var front = Int(taken & 0xFFFFFFFF)
+        var left = own[1] - own[0] - front - Int(taken >> FRONT_BITS)
+        if left <= 0:
+            break
+        var size = min(chunk, left)
+        if Atomic[Int64].compare_exchange(mine, taken, taken + Int64(size)):
+            return IndexList[2](own[0] + front, own[0] + front + size)
+        # A core took from the back meanwhile: `taken` now holds what it left.
+    for k in range(1, workers):
+        var part = (index + k) % workers
+        var rows = part_rows(total, part, workers, granule)
+        var theirs = counters + part * COUNTER_STRIDE
+        taken = Atomic[Int64].load(theirs)
+        while True:
+            var free = rows[0] + Int(taken & 0xFFFFFFFF)  # a multiple of granule
+            var end = rows[1] - Int(taken >> FRONT_BITS)
+            if end <= free:
+                break
+            var begin = max(free, (end - (end - free + 1) // 2) // granule * granule)
+            if Atomic[Int64].compare_exchange(theirs, taken, taken + (Int64(end - begin) << FRONT_BITS)):
+                return IndexList[2](begin, end)
+    return IndexList[2](total, total)
 
 
 @always_inline

@@ -7,7 +7,9 @@ four projections, the rotations, the cache's writes and reads, attention,
 SiLU and the adds), each ending with the cores handed back to MAX's
 executor. Here, as in decode_blocks (GPT-2's), one call runs every layer:
 each core takes a share of every step and waits for the others at its end
-by watching a counter. A layer's steps:
+by watching a counter (a product's rows by parts, claims.mojo's
+claim_own_first: each core reads its own part of a matrix as one run of
+memory). A layer's steps:
 
 0. q, k, v: the fused [q; k; v] rows times the normed stream;
 1. each key/value head's key rotated, it and its value written at `start`;
@@ -29,11 +31,11 @@ from max.algorithm import parallelize
 import extensibility
 from extensibility import InputTensor, InputVariadicTensors, OutputTensor
 from extensibility.managed_tensor_slice import _MutableInputTensor as MutableInputTensor
-from .claims import COUNTER_STRIDE, claim, finished, new_counters, step_claim, wait_for_step
+from .claims import COUNTER_STRIDE, claim, claim_own_first, finished, new_counters, wait_for_step
 from .cpu import STREAMS, WIDTH
 from .blocks import BF16, BLOCK, CLAIM_BYTES, F32, Q4_0, Q4_1, Q8_0, block_bytes
 from .decode_steps import attend_one_head
-from .token_rows import prepare_x, rows_times, x_floats
+from .token_rows import is_grouped, prepare_x, rows_times, x_floats
 
 comptime STEPS = 6
 comptime MATRICES = 4  # a layer's: qkv, o, gate_up, down
@@ -168,6 +170,7 @@ def decode_layers[
     var gate_up = alloc[Float32](2 * inner)
     var workers = num_physical_cores()
     var counters = new_counters(2 * STEPS * layers)  # two a step: claimed, done
+    var parts = new_counters(STEPS * layers * workers)  # a product step's parts (claims.mojo)
     var largest = max(width, inner, q_width)  # the longest x a product multiplies
     var each = largest + x_floats(largest // BLOCK) + context + head_dim
     var scratch = alloc[Float32](workers * each)
@@ -182,10 +185,10 @@ def decode_layers[
     var norm_ptr = norms.unsafe_ptr()
     var group = heads // kv_heads
     var smallest_width = max(1, CLAIM_BYTES // width_bytes)
-    var claim_qkv = step_claim(qkv_rows, smallest_width, workers)
-    var claim_o = step_claim(width, smallest_width, workers)
-    var claim_gate_up = step_claim(2 * inner, smallest_width, workers)
-    var claim_down = step_claim(width, max(1, CLAIM_BYTES // inner_bytes), workers)
+    var smallest_inner = max(1, CLAIM_BYTES // inner_bytes)
+    # A core's part in chunks: a 4-bit matrix's read as one run, other rows
+    # STREAMS runs side by side in each chunk, which must be long.
+    comptime chunks = 8 if is_grouped[kind]() else 2
 
     def worker(index: Int) {var}:
         var x = scratch + index * each
@@ -200,11 +203,11 @@ def decode_layers[
             rms_normed(stream, norm_ptr + 2 * layer * width, eps, width, x)
             prepare_x[kind](x, width_blocks, x_area)
             var done = 0
-            var claimed = claim(c, 0, qkv_rows, claim_qkv, workers, STREAMS)
+            var claimed = claim_own_first(parts, layer * STEPS + 0, qkv_rows, index, workers, smallest_width, STREAMS, chunks)
             while claimed[0] < claimed[1]:
                 rows_times[kind](w[0], width_bytes, claimed[0], claimed[1], width_blocks, x, x_area, qkv, 1, False)
                 done += claimed[1] - claimed[0]
-                claimed = claim(c, 0, qkv_rows, claim_qkv, workers, STREAMS)
+                claimed = claim_own_first(parts, layer * STEPS + 0, qkv_rows, index, workers, smallest_width, STREAMS, chunks)
             finished(c, 0, done)
             wait_for_step(c, 0, qkv_rows)
             # 1: each key/value head's key turned, it and its value cached.
@@ -241,38 +244,39 @@ def decode_layers[
             # 3: the stream += o times the heads' outputs.
             prepare_x[kind](attended, q_blocks, x_area)
             done = 0
-            claimed = claim(c, 3, width, claim_o, workers, STREAMS)
+            claimed = claim_own_first(parts, layer * STEPS + 3, width, index, workers, smallest_width, STREAMS, chunks)
             while claimed[0] < claimed[1]:
                 rows_times[kind](w[1], q_bytes, claimed[0], claimed[1], q_blocks, attended, x_area, stream, 1, True)
                 done += claimed[1] - claimed[0]
-                claimed = claim(c, 3, width, claim_o, workers, STREAMS)
+                claimed = claim_own_first(parts, layer * STEPS + 3, width, index, workers, smallest_width, STREAMS, chunks)
             finished(c, 3, done)
             wait_for_step(c, 3, width)
             # 4: gate and up of the normed stream.
             rms_normed(stream, norm_ptr + (2 * layer + 1) * width, eps, width, x)
             prepare_x[kind](x, width_blocks, x_area)
             done = 0
-            claimed = claim(c, 4, 2 * inner, claim_gate_up, workers, STREAMS)
+            claimed = claim_own_first(parts, layer * STEPS + 4, 2 * inner, index, workers, smallest_width, STREAMS, chunks)
             while claimed[0] < claimed[1]:
                 rows_times[kind](w[2], width_bytes, claimed[0], claimed[1], width_blocks, x, x_area, gate_up, 1, False)
                 done += claimed[1] - claimed[0]
-                claimed = claim(c, 4, 2 * inner, claim_gate_up, workers, STREAMS)
+                claimed = claim_own_first(parts, layer * STEPS + 4, 2 * inner, index, workers, smallest_width, STREAMS, chunks)
             finished(c, 4, done)
             wait_for_step(c, 4, 2 * inner)
             # 5: the stream += down times SiLU(gate) * up (each core its own copy).
             silu_times(gate_up, gate_up + inner, inner, x)
             prepare_x[kind](x, inner_blocks, x_area)
             done = 0
-            claimed = claim(c, 5, width, claim_down, workers, STREAMS)
+            claimed = claim_own_first(parts, layer * STEPS + 5, width, index, workers, smallest_inner, STREAMS, chunks)
             while claimed[0] < claimed[1]:
                 rows_times[kind](w[3], inner_bytes, claimed[0], claimed[1], inner_blocks, x, x_area, stream, 1, True)
                 done += claimed[1] - claimed[0]
-                claimed = claim(c, 5, width, claim_down, workers, STREAMS)
+                claimed = claim_own_first(parts, layer * STEPS + 5, width, index, workers, smallest_inner, STREAMS, chunks)
             finished(c, 5, done)
             wait_for_step(c, 5, width)
 
     parallelize(worker, workers)
     counters.free()
+    parts.free()
     turns.free()
     scratch.free()
     gate_up.free()
