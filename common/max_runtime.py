@@ -210,6 +210,27 @@ def import_mojo_extensions() -> None:
         for name in MOJO_EXTENSIONS:
             with contextlib.suppress(ModuleNotFoundError):  # a MAX without it
                 importlib.import_module(name)
+    restore_c_environment()
+
+
+# What MAX's native runtime setenv()s as it starts (see child_env).
+RUNTIME_SETS = ("PYTHONEXECUTABLE", "PYTHONPATH")
+
+
+def restore_c_environment() -> None:
+    """Put back the C environment's values that MAX's runtime setenv()s, from
+    os.environ (which still holds them as they were).
+
+    A child that inherits the C environment rather than taking child_env()'s
+    (pytest's workers, started after the suite's settings import MAX) would
+    otherwise run the interpreter MAX found on PATH: outside the virtualenv
+    where PATH does not lead into it, and a tool it starts cannot import numpy.
+    """
+    for key in RUNTIME_SETS:
+        if key in os.environ:
+            os.putenv(key, os.environ[key])
+        else:
+            os.unsetenv(key)
 
 
 def child_env(**extra: str) -> dict[str, str]:

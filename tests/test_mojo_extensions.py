@@ -43,3 +43,20 @@ def test_a_process_waits_while_another_holds_the_lock(
         child.kill()
     assert waited, "the second process imported MAX while the lock was held"
     assert child.returncode == 0 and out.strip() == "imported"
+
+
+def test_the_import_leaves_the_c_environment_as_it_found_it() -> None:
+    # MAX's runtime setenv()s PYTHONEXECUTABLE as it starts; left set, pytest's
+    # workers (started with the C environment after conftest's import) ran the
+    # interpreter found on PATH, and the tools they started could not import numpy.
+    code = (
+        "import ctypes; libc = ctypes.CDLL(None); libc.getenv.restype = ctypes.c_char_p; "
+        + IMPORT.replace("print('imported')", "")
+        + "print([libc.getenv(key.encode()) for key in max_runtime.RUNTIME_SETS])"
+    )
+    env = {k: v for k, v in max_runtime.child_env().items() if k not in max_runtime.RUNTIME_SETS}
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[None, None]", out.stdout
