@@ -35,6 +35,8 @@ The modules, each importing only those above it:
 - ggml_rows: x times a weight in ggml's Q8_0, Q4_0 or Q4_1 blocks (a 4-bit
   matrix's rows grouped eight side by side), and a table's rows widened
   (fast/llama.py's projections and embedding);
+- group_attention: a decoded Llama token's attention, a key/value head's
+  group of queries at once over a run of the positions (a run a core);
 - llama_decode: a decoded token through every layer of a Llama whose
   matrices share one block type (llama_decode_blocks_*).
 """

@@ -16,9 +16,11 @@ Q4_1 token on the Zen 4. A layer's steps:
 
 0. q, k, v: the fused [q; k; v] rows times the normed stream;
 1. each key/value head's key rotated, it and its value written at `start`;
-2. each query head rotated and attended over the cache (GPT-2's attention,
-   decode_steps.mojo's attend_one_head);
-3. the stream += o's rows times the heads' outputs;
+2. each key/value head's group of query heads rotated and attended over a
+   run of the cached positions, a run for each core (group_attention.mojo:
+   each row read once for the group, and by one core);
+3. the stream += o's rows times the heads' outputs, each core first joining
+   the runs into its own copy of them;
 4. gate and up: the fused [gate; up] rows times the normed stream;
 5. the stream += down's rows times SiLU(gate) * up.
 
@@ -37,7 +39,7 @@ from extensibility.managed_tensor_slice import _MutableInputTensor as MutableInp
 from .claims import COUNTER_STRIDE, claim_own_first, finished, new_counters, wait_for_step
 from .cpu import STREAMS, WIDTH
 from .blocks import BF16, BLOCK, CLAIM_BYTES, F32, Q4_0, Q4_1, Q8_0, block_bytes
-from .decode_steps import attend_one_head
+from .group_attention import attend_group_run, merge_runs, run_floats, run_positions
 from .token_rows import is_grouped, prepare_x, rows_times, x_floats
 
 comptime STEPS = 6
@@ -169,15 +171,15 @@ def decode_layers[
     for i in range(width):
         stream[i] = hidden[0, i]
     var qkv = alloc[Float32](qkv_rows)
-    var attended = alloc[Float32](q_width)
     var gate_up = alloc[Float32](2 * inner)
     var workers = num_physical_cores()
     # Two counters a step, as claims.mojo lays them out; only the second, the
     # rows done, is used here (finished, wait_for_step).
     var counters = new_counters(2 * STEPS * layers)
     var parts = new_counters(STEPS * layers * workers)  # each step's parts (claims.mojo)
+    var group = heads // kv_heads
     var largest = max(width, inner, q_width)  # the longest x a product multiplies
-    var each = largest + x_floats(largest // BLOCK) + context + head_dim
+    var each = largest + x_floats(largest // BLOCK) + group * (context + head_dim)
     var scratch = alloc[Float32](workers * each)
     var kc = key_cache.unsafe_ptr()
     var vc = value_cache.unsafe_ptr()
@@ -188,7 +190,8 @@ def decode_layers[
         turns[i] = cos(angle)
         turns[head_dim // 2 + i] = sin(angle)
     var norm_ptr = norms.unsafe_ptr()
-    var group = heads // kv_heads
+    var units = kv_heads * workers  # the attention's: a key/value head's run
+    var runs = alloc[Float32](units * group * run_floats(head_dim))
     var smallest_width = max(1, CLAIM_BYTES // width_bytes)
     var smallest_inner = max(1, CLAIM_BYTES // inner_bytes)
     # A core's part in chunks: a 4-bit matrix's read as one run, other rows
@@ -199,7 +202,7 @@ def decode_layers[
         var x = scratch + index * each
         var x_area = x + largest  # x rounded to 16-bit levels (token_rows.mojo)
         var scores = x_area + x_floats(largest // BLOCK)
-        var query = scores + context
+        var queries = scores + group * context
         for layer in range(layers):
             var c = counters + 2 * STEPS * layer * COUNTER_STRIDE
             var w = pointers + layer * MATRICES
@@ -230,28 +233,36 @@ def decode_layers[
                 claimed = claim_own_first(parts, layer * STEPS + 1, kv_heads, index, workers, 1, 1, kv_heads)
             finished(c, 1, done)
             wait_for_step(c, 1, kv_heads)
-            # 2: each query head turned and attended over positions 0 .. start.
+            # 2: each key/value head's group of queries attended over a run of
+            # positions 0 .. start (a run for each worker: group_attention.mojo).
             done = 0
-            claimed = claim_own_first(parts, layer * STEPS + 2, heads, index, workers, 1, 1, heads)
+            claimed = claim_own_first(parts, layer * STEPS + 2, units, index, workers, 1, 1, units)
             while claimed[0] < claimed[1]:
-                for h in range(claimed[0], claimed[1]):
-                    for d in range(head_dim):
-                        query[d] = qkv[h * head_dim + d]
-                    rotate_half_pairs(query, turns, head_dim)
-                    var cached = layer_cache + (h // group) * context * head_dim
-                    attend_one_head[DType.float32](
-                        kc + cached, vc + cached, query, attended + h * head_dim, head_dim, position, scores
+                for unit in range(claimed[0], claimed[1]):
+                    var kv_head = unit // workers
+                    var span = run_positions(position + 1, unit % workers, workers)
+                    for j in range(group):
+                        var h = kv_head * group + j
+                        for d in range(head_dim):
+                            queries[j * head_dim + d] = qkv[h * head_dim + d]
+                        rotate_half_pairs(queries + j * head_dim, turns, head_dim)
+                    var cached = layer_cache + kv_head * context * head_dim
+                    attend_group_run(
+                        kc + cached, vc + cached, queries, group, head_dim, span[0], span[1], scores,
+                        runs + unit * group * run_floats(head_dim),
                     )
                 done += claimed[1] - claimed[0]
-                claimed = claim_own_first(parts, layer * STEPS + 2, heads, index, workers, 1, 1, heads)
+                claimed = claim_own_first(parts, layer * STEPS + 2, units, index, workers, 1, 1, units)
             finished(c, 2, done)
-            wait_for_step(c, 2, heads)
-            # 3: the stream += o times the heads' outputs.
-            prepare_x[kind](attended, q_blocks, x_area)
+            wait_for_step(c, 2, units)
+            # 3: the stream += o times the heads' outputs (each core joins the
+            # runs into its own copy).
+            merge_runs(runs, heads, group, workers, head_dim, x)
+            prepare_x[kind](x, q_blocks, x_area)
             done = 0
             claimed = claim_own_first(parts, layer * STEPS + 3, width, index, workers, smallest_width, STREAMS, chunks)
             while claimed[0] < claimed[1]:
-                rows_times[kind](w[1], q_bytes, claimed[0], claimed[1], q_blocks, attended, x_area, stream, 1, True)
+                rows_times[kind](w[1], q_bytes, claimed[0], claimed[1], q_blocks, x, x_area, stream, 1, True)
                 done += claimed[1] - claimed[0]
                 claimed = claim_own_first(parts, layer * STEPS + 3, width, index, workers, smallest_width, STREAMS, chunks)
             finished(c, 3, done)
@@ -285,7 +296,7 @@ def decode_layers[
     turns.free()
     scratch.free()
     gate_up.free()
-    attended.free()
+    runs.free()
     qkv.free()
     rows.free()
     pointers.free()
