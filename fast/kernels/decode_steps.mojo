@@ -138,21 +138,34 @@ def score_and_ask[
 ) -> Float32:
     """q . k_t, and v_t asked for from memory (attend_one_head's third pass
     reads it from the cache)."""
-    var k_row = key_cache + t * head_dim
-    var v_row = value_cache + t * head_dim
+    ask_for_row(value_cache + t * head_dim, head_dim)
+    return key_score(query, key_cache + t * head_dim, head_dim)
+
+
+@always_inline
+def ask_for_row[ctype: DType](row: UnsafePointer[Scalar[ctype], _], head_dim: Int):
+    """A cached row's lines asked for from memory, for a later pass to read."""
     comptime line = LINE_BYTES // size_of[ctype]()
     for d in range(0, head_dim, line):
-        prefetch(v_row + d)
-    # One sum, not dot_widening's four: four runs of keys already keep four
-    # dot products in flight, and more sums here only slowed the attention.
+        prefetch(row + d)
+
+
+@always_inline
+def key_score[
+    ctype: DType
+](query: UnsafePointer[Float32, _], key: UnsafePointer[Scalar[ctype], _], head_dim: Int) -> Float32:
+    """q . k for one cached key (widened to float32 as it is read).
+
+    One sum, not dot_widening's four: four runs of keys already keep four
+    dot products in flight, and more sums here only slowed the attention."""
     var vector_end = head_dim - head_dim % WIDTH
     var dot = SIMD[DType.float32, WIDTH](0)
     for d in range(0, vector_end, WIDTH):
-        var k = (k_row + d).load[width=WIDTH]().cast[DType.float32]()
+        var k = (key + d).load[width=WIDTH]().cast[DType.float32]()
         dot += (query + d).load[width=WIDTH]() * k
     var score = dot.reduce_add()
     for d in range(vector_end, head_dim):
-        score += query[d] * k_row[d].cast[DType.float32]()
+        score += query[d] * key[d].cast[DType.float32]()
     return score
 
 
@@ -207,7 +220,6 @@ def attend_one_head[
     position to the next, and on a core that keeps few reads in flight that
     chain, not the memory, sets the attention's pace."""
     var scale = Float32(1.0) / sqrt(Float32(head_dim))
-    var vector_end = head_dim - head_dim % WIDTH
     var count = position + 1
     var highest = Float32.MIN
     # KEY_STREAMS streams of keys side by side, each a run of the positions,
@@ -225,7 +237,13 @@ def attend_one_head[
         var score = score_and_ask[ctype](key_cache, value_cache, query, head_dim, t) * scale
         scores[t] = score
         highest = max(highest, score)
-    # The weights exp(score - highest), in place of the scores, and their sum.
+    var total = exponentials(scores, count, highest)
+    weighted_rows(value_cache, scores, count, head_dim, 1 / total, dest)
+
+
+def exponentials(scores: UnsafePointer[mut=True, Float32, _], count: Int, highest: Float32) -> Float32:
+    """The weights exp(score - highest) in place of `count` scores, a vector
+    at a time; returns their sum."""
     var sums = SIMD[DType.float32, WIDTH](0)
     var t = 0
     while t + WIDTH <= count:
@@ -238,16 +256,32 @@ def attend_one_head[
         var weight = exp(scores[tail_t] - highest)
         scores[tail_t] = weight
         total += weight
-    var inverse = 1 / total
+    return total
+
+
+def weighted_rows[
+    ctype: DType
+](
+    value_cache: UnsafePointer[Scalar[ctype], _],
+    weights: UnsafePointer[Float32, _],
+    count: Int,
+    head_dim: Int,
+    inverse: Float32,
+    dest: UnsafePointer[mut=True, Float32, _],
+):
+    """dest = inverse * sum over t < count of weights[t] * v_t, v_t the
+    [count, head_dim] rows from value_cache: weighted_values' registers for
+    GPT-2's head size, the sums in dest otherwise."""
     comptime if GPT2_HEAD_DIM % WIDTH == 0:
         if head_dim == GPT2_HEAD_DIM:  # the sums in registers (4 of AVX-512, 8 of AVX2)
-            weighted_values[GPT2_HEAD_DIM // WIDTH](value_cache, scores, count, inverse, dest)
+            weighted_values[GPT2_HEAD_DIM // WIDTH](value_cache, weights, count, inverse, dest)
             return
+    var vector_end = head_dim - head_dim % WIDTH
     for d in range(head_dim):
         dest[d] = 0
     for t_v in range(count):
         var v_row = value_cache + t_v * head_dim
-        var weight = scores[t_v]
+        var weight = weights[t_v]
         for d in range(0, vector_end, WIDTH):
             var v = (v_row + d).load[width=WIDTH]().cast[DType.float32]()
             (dest + d).store((dest + d).load[width=WIDTH]() + weight * v)

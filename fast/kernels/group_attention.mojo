@@ -15,12 +15,7 @@ every position as if taken at once.
 """
 
 from std.math import ceildiv, exp, sqrt
-from std.sys.intrinsics import prefetch
-from .claims import LINE_BYTES
-from .cpu import WIDTH
-from .decode_steps import GPT2_HEAD_DIM, KEY_STREAMS, weighted_values
-
-comptime LINE_FLOATS = LINE_BYTES // 4
+from .decode_steps import KEY_STREAMS, ask_for_row, exponentials, key_score, weighted_rows
 
 
 def run_positions(count: Int, run: Int, runs: Int) -> Tuple[Int, Int]:
@@ -33,18 +28,6 @@ def run_positions(count: Int, run: Int, runs: Int) -> Tuple[Int, Int]:
 def run_floats(head_dim: Int) -> Int:
     """What a run leaves for one query head: o, then m and l."""
     return head_dim + 2
-
-
-@always_inline
-def dot(a: UnsafePointer[Float32, _], b: UnsafePointer[Float32, _], n: Int) -> Float32:
-    var vector_end = n - n % WIDTH
-    var sums = SIMD[DType.float32, WIDTH](0)
-    for d in range(0, vector_end, WIDTH):
-        sums += (a + d).load[width=WIDTH]() * (b + d).load[width=WIDTH]()
-    var total = sums.reduce_add()
-    for d in range(vector_end, n):
-        total += a[d] * b[d]
-    return total
 
 
 @always_inline
@@ -62,12 +45,10 @@ def score_position(
     runs_out: UnsafePointer[mut=True, Float32, _],
 ):
     """Position t's score for each query of the group, its values asked for."""
-    var key = keys + t * head_dim
-    for d in range(0, head_dim, LINE_FLOATS):
-        prefetch(values + t * head_dim + d)
+    ask_for_row(values + t * head_dim, head_dim)
     var stride = run_floats(head_dim)
     for j in range(group):
-        var score = dot(queries + j * head_dim, key, head_dim) * scale
+        var score = key_score(queries + j * head_dim, keys + t * head_dim, head_dim) * scale
         scores[j * count + t - first] = score
         var out = runs_out + j * stride
         out[head_dim] = max(out[head_dim], score)
@@ -92,12 +73,9 @@ def attend_group_run(
     var count = last - first
     var scale = Float32(1.0) / sqrt(Float32(head_dim))
     var stride = run_floats(head_dim)
-    for j in range(group):
-        var out = runs_out + j * stride
-        for d in range(head_dim):
-            out[d] = 0
-        out[head_dim] = Float32.MIN
-        out[head_dim + 1] = 0
+    for j in range(group):  # an empty run's m and l: merge_runs skips it
+        runs_out[j * stride + head_dim] = Float32.MIN
+        runs_out[j * stride + head_dim + 1] = 0
     if count <= 0:
         return
     # The scores, each key read once for the group and its values asked
@@ -109,37 +87,14 @@ def attend_group_run(
             score_position(keys, values, queries, group, head_dim, t, first, count, scale, scores, runs_out)
     for t in range(first + KEY_STREAMS * part, last):
         score_position(keys, values, queries, group, head_dim, t, first, count, scale, scores, runs_out)
-    # The weights exp(score - m) in place of the scores, and their sum l.
-    for j in range(group):
-        var weights = scores + j * count
-        var highest = runs_out[j * stride + head_dim]
-        var sums = SIMD[DType.float32, WIDTH](0)
-        var t = 0
-        while t + WIDTH <= count:
-            var w = exp((weights + t).load[width=WIDTH]() - highest)
-            (weights + t).store(w)
-            sums += w
-            t += WIDTH
-        var total = sums.reduce_add()
-        for tail in range(t, count):
-            var w = exp(weights[tail] - highest)
-            weights[tail] = w
-            total += w
-        runs_out[j * stride + head_dim + 1] = total
-    # o: the values weighted, a query at a time, the sums in registers
-    # (decode_steps.mojo's weighted_values), the run's value rows still in the
-    # core's caches from the scores' pass.
-    var run_values = values + first * head_dim
+    # The weights exp(score - m) in place of the scores, their sum l, and o:
+    # the values weighted, a query at a time, the run's value rows still in
+    # the core's caches from the scores' pass.
     for j in range(group):
         var out = runs_out + j * stride
-        comptime if GPT2_HEAD_DIM % WIDTH == 0:
-            if head_dim == GPT2_HEAD_DIM:
-                weighted_values[GPT2_HEAD_DIM // WIDTH](run_values, scores + j * count, count, 1, out)
-                continue
-        for t in range(count):
-            var w = scores[j * count + t]
-            for d in range(head_dim):
-                out[d] += w * run_values[t * head_dim + d]
+        var weights = scores + j * count
+        out[head_dim + 1] = exponentials(weights, count, out[head_dim])
+        weighted_rows(values + first * head_dim, weights, count, head_dim, 1, out)
 
 
 def merge_runs(
