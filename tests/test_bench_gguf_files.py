@@ -184,6 +184,23 @@ def test_each_decode_follows_a_probe_and_each_round_times_the_long_prompt() -> N
     assert samples["ours"]["probe_gb_s"] == {3: [1.0, 6.0], 5: [3.0, 8.0]}
     assert samples["peer"]["runs"][5][0]["decode_tok_s"] == 2.0  # 4 tokens in 2 s
     assert samples["ours"]["runs"][3][1]["tokens"] == [0, 1, 2]
+    assert samples["ours"]["sustained_gb_s"] == {3: [], 5: []}  # none asked for
+
+
+def test_each_probe_s_sustained_read_is_kept_with_its_decode() -> None:
+    calls: list = []
+    contenders = {"ours": fake_contender("ours", calls, 1.0)}
+    readings, sustained = iter(range(1, 100)), iter(range(101, 200))
+
+    def probe() -> float:
+        calls.append(("probe",))
+        return float(next(readings))
+
+    samples = llama_gguf.interleaved_runs(
+        contenders, [1, 2], [5] * 6, [3, 5], 2, probe, lambda: None, lambda: next(sustained)
+    )
+    assert samples["ours"]["probe_gb_s"] == {3: [1.0, 3.0], 5: [2.0, 4.0]}
+    assert samples["ours"]["sustained_gb_s"] == {3: [101, 103], 5: [102, 104]}
 
 
 def run_sample(tok_s: float, tokens: list[int]) -> dict:
@@ -208,6 +225,14 @@ def test_file_results_pair_the_reference_with_each_peer_round_by_round() -> None
     assert "ours" not in results["ratios"]
     assert results["reads"]["ours"]["32"]["samples"] == [1.0, 0.6]  # 10 GB/s of 10, 12 of 20
     assert results["reads"]["peer"]["32"]["samples"] == [0.5, 0.6]  # 4 GB/s of 8, 3 of 5
+    assert "sustained_reads" not in results  # the samples have no sustained reads
+    for key, gb_s in (("ours", [20.0, 8.0]), ("peer", [4.0, 6.0])):
+        samples[key]["sustained_gb_s"] = {32: gb_s}
+    results = llama_gguf.file_results(samples, {"ours": 10**9, "peer": 10**8}, reference="ours")
+    assert results["sustained_reads"]["ours"]["32"]["samples"] == [0.5, 1.5]  # 10 of 20, 12 of 8
+    assert results["sustained_reads"]["peer"]["32"]["samples"] == [1.0, 0.5]  # 4 of 4, 3 of 6
+    samples["peer"]["sustained_gb_s"] = {32: [4.0]}  # a decode without its sustained read
+    assert "sustained_reads" not in llama_gguf.file_results(samples, {"ours": 1, "peer": 1})
     assert results["summaries"]["peer"]["prompt_tok_s"]["median"] == 950.0
     assert results["agreement"] == {"peer": dict(agree=2, of=32)}
     as_peer = llama_gguf.file_results(samples, {"ours": 1, "peer": 1}, reference="peer")
@@ -315,6 +340,21 @@ def test_the_table_of_several_files_gives_a_table_a_file() -> None:
     assert report.count("fast was not measured: fast/llama.py is not in this tree.") == 2
     assert "in 2 s, then compiled in 8 s." in report
     assert 'The answer of ours, step 23 begins: "The sky looks blue because ..."' in report
+
+
+def test_sustained_reads_get_a_sentence_and_a_column() -> None:
+    data = several_files_data()
+    data |= dict(sustained=spread(15.0, 12.0, 16.0), sustain_seconds=0.5)
+    for file in data["files"]:
+        file["sustained_reads"] = {key: {"128": spread(0.8, 0.7, 0.9)} for key in file["reads"]}
+    report = llama.report(data)
+    assert "on end for 0.5 s" in report
+    assert "that sustained read: 15.0 GB/s (12.0-16.0)." in report
+    header = next(line for line in report.splitlines() if line.startswith("| contender"))
+    assert "| of the read rate | of the sustained read | greedy tokens as ours |" in header
+    rows = [line for line in report.splitlines() if line.startswith("| ")]
+    assert rows[2].endswith("| 50% (40-60) | 80% (70-90) | the first 9 of 32 |")
+    assert "sustained" not in llama.report(several_files_data())  # older data: no column
 
 
 def test_files_left_out_are_said_once_above_the_tables() -> None:

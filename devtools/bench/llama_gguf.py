@@ -234,13 +234,16 @@ def interleaved_runs(
     rounds: int,
     probe: Callable[[], float],
     settle: Callable[[], None],
+    sustained: Callable[[], float | None] | None = None,
 ) -> dict[str, dict]:
     """Each contender's runs, `rounds` rounds in rotating order after a
     warm-up: in each, the long prompt timed to its first token (prompt_tok_s),
     then each length decoded (runs[n], llama.timed_run's), each right after
-    the probe's reading of the memory (probe_gb_s[n]). `settle` runs before
-    each timed call: all run in this process, and the last one's thread pool
-    has to stop spinning first, or the next would share the cores with it."""
+    the probe's reading of the memory (probe_gb_s[n]) and, where `sustained`
+    gives one, the sustained read that probe took (sustained_gb_s[n];
+    ReadProbe.last_sustained). `settle` runs before each timed call: all run
+    in this process, and the last one's thread pool has to stop spinning
+    first, or the next would share the cores with it."""
     from devtools.bench.llama import timed_run
 
     for key, run in contenders.items():  # warm-up: the first call of each pays extra
@@ -248,7 +251,10 @@ def interleaved_runs(
         run(long, 1)
     samples = {
         key: dict(
-            prompt_tok_s=[], runs={n: [] for n in lengths}, probe_gb_s={n: [] for n in lengths}
+            prompt_tok_s=[],
+            runs={n: [] for n in lengths},
+            probe_gb_s={n: [] for n in lengths},
+            sustained_gb_s={n: [] for n in lengths},
         )
         for key in contenders
     }
@@ -262,6 +268,9 @@ def interleaved_runs(
             for key in order:
                 settle()
                 samples[key]["probe_gb_s"][n].append(probe())
+                reading = sustained() if sustained is not None else None
+                if reading is not None:
+                    samples[key]["sustained_gb_s"][n].append(reading)
                 settle()
                 samples[key]["runs"][n].append(timed_run(key, contenders[key], prompt, n))
     return samples
@@ -276,11 +285,24 @@ def read_shares(tok_s: Sequence[float], gb_s: Sequence[float], bytes_read: int) 
 def file_results(samples: dict, bytes_read: dict[str, int], reference: str = REFERENCE) -> dict:
     """The summaries of one file's samples (interleaved_runs'): each
     contender's speeds, the reference over each peer round by round, the
-    share of the probed read rate, and its greedy tokens against the
-    reference's. Lengths become strings: the data is written as JSON."""
+    share of the probed read rate (reads) and of the sustained read
+    (sustained_reads, where the samples have them), and its greedy tokens
+    against the reference's. Lengths become strings: the data is written as JSON."""
 
     def speeds(key: str, n: int) -> list[float]:
         return [run["decode_tok_s"] for run in samples[key]["runs"][n]]
+
+    def shares(readings: str) -> dict:
+        """Each contender's decodes over the `readings` right before them."""
+        return {
+            key: {
+                str(n): stats.summary(
+                    read_shares(speeds(key, n), sample[readings][n], bytes_read[key])
+                )
+                for n in lengths
+            }
+            for key, sample in samples.items()
+        }
 
     lengths = list(next(iter(samples.values()))["runs"]) if samples else []
     longest = max(lengths, default=0)
@@ -306,20 +328,23 @@ def file_results(samples: dict, bytes_read: dict[str, int], reference: str = REF
             for peer in peers
         },
         bytes_per_token=bytes_read,
-        reads={
-            key: {
-                str(n): stats.summary(
-                    read_shares(speeds(key, n), sample["probe_gb_s"][n], bytes_read[key])
-                )
-                for n in lengths
-            }
-            for key, sample in samples.items()
-        },
+        reads=shares("probe_gb_s"),
+        **({"sustained_reads": shares("sustained_gb_s")} if sustained_in(samples) else {}),
         agreement={
             peer: dict(agree=leading_agreement(tokens[reference], tokens[peer], window), of=window)
             for peer in peers
         },
         tokens_made=tokens,
+    )
+
+
+def sustained_in(samples: dict) -> bool:
+    """Whether every decode in `samples` has its sustained read (a run with
+    the sustained reads switched off, or an older one, has none)."""
+    return bool(samples) and all(
+        "sustained_gb_s" in sample
+        and all(len(sample["sustained_gb_s"][n]) == len(runs) for n, runs in sample["runs"].items())
+        for sample in samples.values()
     )
 
 
@@ -361,6 +386,7 @@ def measure_file(
             rounds,
             probe,
             settle=lambda: machine.wait_until_idle([os.getpid()]),
+            sustained=probe.last_sustained,
         )
     bytes_read = {key: bytes_per_token(gguf.tensors, HOLDS[HELD_AS[key]]) for key in contenders}
     results = file_results(samples, bytes_read)
@@ -386,7 +412,7 @@ def measure(
     """Every file of `names` (gguf_files': the file as given and llama.cpp's
     variants of it) measured in turn, the contenders `wanted` on each."""
     from common.cli import progress
-    from devtools.bench.probe import ReadProbe
+    from devtools.bench.probe import SUSTAIN_S, ReadProbe
 
     names = names or [gguf_files.source_name(path)]
     with progress("llama.cpp's quantizer making the files' variants (once)"):
@@ -394,7 +420,7 @@ def measure(
     if files_left_out:
         print(files_left_out, file=sys.stderr, flush=True)
     with progress("building the memory read probe's sum kernel"):
-        probe = ReadProbe((PROBE_MB,), best_of=3)
+        probe = ReadProbe((PROBE_MB,), best_of=3, sustain_s=SUSTAIN_S)
     monitor = machine.LoadMonitor()
     measured = []
     for name, file in paths.items():
@@ -410,6 +436,8 @@ def measure(
         rounds=rounds,
         reference=REFERENCE,
         probe=stats.summary([max(reading.values()) for reading in probe.readings]),
+        sustained=stats.summary([max(reading.values()) for reading in probe.sustained]),
+        sustain_seconds=SUSTAIN_S,
         files=measured,
         files_left_out=files_left_out,
     )

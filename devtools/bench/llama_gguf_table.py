@@ -33,6 +33,14 @@ def format_report(data: dict) -> str:
         f"weights a token reads times the tokens/s at {n} tokens, over the rate probed right "
         "before that run, round by round.",
     ]
+    if "sustained" in data:
+        lines[-1] += (
+            f" The probe also reads its array on end for {data['sustain_seconds']:g} s, as a "
+            "decode reads, where the fastest of three short reads catches the memory at its "
+            "quickest; that sustained read: "
+            f'{stats.format_spread(data["sustained"], " GB/s", 1)}. "Of the sustained read": '
+            "the same, over the sustained read right before that run."
+        )
     if data.get("files_left_out"):
         lines += ["", data["files_left_out"].rstrip(".") + "."]
     for file in data["files"]:
@@ -51,6 +59,7 @@ def file_table(file: dict, lengths: list[int], n: str, reference: str) -> list[s
         "prompt, tokens/s",
         f"ours / it, {n} tokens",
         "of the read rate",
+        *(["of the sustained read"] if "sustained_reads" in file else []),
         "greedy tokens as ours",
     ]
     lines = [
@@ -81,8 +90,8 @@ def file_table(file: dict, lengths: list[int], n: str, reference: str) -> list[s
 
 def row(label: str, file: dict, key: str, n: str) -> str:
     """A contender's row: the bytes it reads a token, its speeds, the
-    reference over it, its share of the read rate, its tokens against the
-    reference's."""
+    reference over it, its share of the read rate (and of the sustained
+    read, where the file's data has it), its tokens against the reference's."""
     summary = file["summaries"][key]
     ratio = file["ratios"].get(key, {}).get(n)
     agreement = file["agreement"].get(key)
@@ -94,6 +103,11 @@ def row(label: str, file: dict, key: str, n: str) -> str:
         stats.format_spread(summary["prompt_tok_s"], "", 0),
         stats.format_spread(ratio, "x") if ratio else "-",
         stats.format_percent(file["reads"][key][n]),
+        *(
+            [stats.format_percent(file["sustained_reads"][key][n])]
+            if "sustained_reads" in file
+            else []
+        ),
         f"the first {agreement['agree']} of {agreement['of']}" if agreement else "-",
     ]
     return "| " + " | ".join(cells) + " |"
