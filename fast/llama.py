@@ -16,6 +16,8 @@ the way fast/gpt2.py runs GPT-2, and built for the files people run:
   again, starts in seconds.
 - **A KV cache allocated once, written in place**, as in fast/gpt2.py; its
   length is symbolic in the graphs, so one compiled pair serves any context.
+  It holds float16 (llama.cpp's default: half the bytes a token's attention
+  reads), or float32 for a file whose matrices are float32.
 - **Fused projections.** q, k and v are one matrix of rows (k's and v's
   after q's), as are gate and up: one kernel call each instead of three and
   two, when their block types agree.
@@ -27,30 +29,28 @@ the way fast/gpt2.py runs GPT-2, and built for the files people run:
 
 Loading (fast/llama_files.py) reads the file with step 29's reader; Llama 3's
 scaled rotary frequencies and Qwen2's q/k/v biases load too.
+fast/llama_generator.py runs the model: its compiled graphs, the caches, the
+tokens chosen.
 
 tests/test_fast_llama.py checks the logits against step 23's model.
 """
 
 from __future__ import annotations
 
-import functools
+import importlib
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-from max.driver import CPU, Buffer
 from max.dtype import DType
 from max.experimental import functional as F
 from max.experimental.nn import Module, ModuleList
 from max.experimental.tensor import Tensor
-from max.graph import BufferType, TensorType
+from max.graph import TensorType
 
-from common import max_runtime
 from common.ggml_blocks import BLOCK, BLOCK_FORMATS
 from fast import kernel_ops
 from fast.kernel_ops import FLOAT32, _kernel_library, bias_or_zeros, prompt_attention
-from solutions.solution_14 import sample_next_token
 from solutions.solution_21 import LlamaConfig
 
 # Block types our kernels multiply as stored, and the dtypes of plain rows.
@@ -174,8 +174,8 @@ class FastLlamaLayer(Module[..., Tensor]):
         key = rotate(key.reshape([seq, kv_heads, head_dim]), *rope)
         value = value.reshape([seq, kv_heads, head_dim])
         # This step's keys and values into the caches [layers, kv_heads, context, head_dim].
-        key_cache[index, :, (slice(first, stop), seq), :] = key.permute([1, 0, 2])
-        value_cache[index, :, (slice(first, stop), seq), :] = value.permute([1, 0, 2])
+        key_cache[index, :, (slice(first, stop), seq), :] = as_cached(key, key_cache)
+        value_cache[index, :, (slice(first, stop), seq), :] = as_cached(value, value_cache)
         if seq == 1:
             attended = self._attend_cache(query, caches, index, stop)
         else:
@@ -195,6 +195,8 @@ class FastLlamaLayer(Module[..., Tensor]):
         key_cache, value_cache = caches
         keys = key_cache[index, :, (slice(0, stop), "total"), :]  # [kv_heads, total, head_dim]
         values = value_cache[index, :, (slice(0, stop), "total"), :]
+        if keys.dtype != FLOAT32:
+            keys, values = keys.cast(FLOAT32), values.cast(FLOAT32)
         query = query.reshape([kv_heads, group, head_dim])
         scores = query @ keys.transpose(-1, -2) * (1.0 / math.sqrt(head_dim))
         attended = F.softmax(scores, axis=-1) @ values  # [kv_heads, group, head_dim]
@@ -215,6 +217,13 @@ class FastLlamaLayer(Module[..., Tensor]):
 
         qkv = F.concat([query.reshape([seq, -1]), repeated(key), repeated(value)], axis=-1)
         return prompt_attention(qkv.reshape([1, seq, -1]), heads).reshape([seq, -1])
+
+
+def as_cached(rows: Tensor, cache: Tensor) -> Tensor:
+    """A step's keys or values [seq, kv_heads, head_dim] as the cache holds
+    them: [kv_heads, seq, head_dim], in its dtype."""
+    rows = rows.permute([1, 0, 2])
+    return rows if rows.dtype == cache.dtype else rows.cast(cache.dtype)
 
 
 class TokenEmbedding(Module[[Tensor], Tensor]):
@@ -241,8 +250,8 @@ class TokenEmbedding(Module[[Tensor], Tensor]):
 class FastLlama(Module[..., Tensor]):
     """forward(ids [seq], key_cache, value_cache, start [1]) -> logits [vocab]
     (float32) of the last position. The caches are [layers, kv_heads,
-    context, head_dim] float32 buffers; `start` is how many positions they
-    hold already."""
+    context, head_dim] buffers (float32 or float16); `start` is how many
+    positions they hold already."""
 
     def __init__(self, config: FastLlamaConfig) -> None:
         self.config = config
@@ -321,130 +330,21 @@ class FastLlama(Module[..., Tensor]):
         return hidden
 
 
-# -- running it -----------------------------------------------------------------------
-
-
-# Shorter prompts go through the one-token graph a token at a time until the prompt
-# graph is built: building it takes seconds even from MAX's cache (150 custom ops).
-PROMPT_GRAPH_FROM = 64
-
-
-class FastLlamaGenerator:
-    """The compiled graphs (one token; a prompt's, when a prompt first needs
-    it) and the caches they share."""
-
-    def __init__(
-        self,
-        model: FastLlama,
-        context: int | None = None,
-        prompt_graph_from: int = PROMPT_GRAPH_FROM,
-    ) -> None:
-        config = model.config
-        self.config = config
-        self.context = min(context or 4096, config.max_position_embeddings)
-        self.prompt_graph_from = prompt_graph_from
-        cpu = CPU()
-        kv_shape = [
-            config.num_hidden_layers,
-            config.num_key_value_heads,
-            "context",
-            config.head_dim,
-        ]
-        cache_type = BufferType(FLOAT32, kv_shape, device=cpu)
-        start_type = TensorType(DType.int64, [1], device=cpu)
-        self._model = model
-        self._prefill_types = (
-            TensorType(DType.int64, ["seq"], device=cpu),
-            cache_type,
-            cache_type,
-            start_type,
-        )
-        self.decode = model.compile(
-            TensorType(DType.int64, [1], device=cpu), cache_type, cache_type, start_type
-        )
-        shape = [*kv_shape[:2], self.context, config.head_dim]
-        caches = [Buffer.zeros(shape, FLOAT32, cpu) for _ in range(2)]
-        self.key_cache, self.value_cache = (Tensor(storage=cache) for cache in caches)
-        # A decoded token's id and position, written in place into buffers the
-        # decode graph reads (fast/gpt2.py's FastGenerator.decoded_logits).
-        ids, first = (Buffer.zeros([1], DType.int64, cpu) for _ in range(2))
-        self._decode_ids, self._decode_start = ids.to_numpy(), first.to_numpy()  # views
-        self._decode_buffers = (ids, *caches, first)
-        self.decode.execute_raw(*self._decode_buffers)  # starts MAX's poller, set aside now
-        self.pollers_set_aside = max_runtime.demote_idle_pollers()
-
-    @functools.cached_property
-    def prefill(self):
-        """The prompt graph, compiled the first time it is asked for."""
-        return self._model.compile(*self._prefill_types)
-
-    def prompt_logits(
-        self, token_ids: Sequence[int], prompt_graph: bool | None = None
-    ) -> np.ndarray:
-        """The last position's logits [vocab] of a prompt on an empty cache:
-        through the prompt graph if `prompt_graph`, else a token at a time
-        through the decode graph; by default by the prompt's length (from 2
-        tokens on once the prompt graph is built)."""
-        if not token_ids:
-            raise ValueError("the prompt has no tokens")
-        by_length = len(token_ids) >= (2 if "prefill" in vars(self) else self.prompt_graph_from)
-        if not (by_length if prompt_graph is None else prompt_graph):
-            for position, token_id in enumerate(token_ids):
-                logits = self.decoded_logits(token_id, position)
-            return logits
-        ids = np.asarray(token_ids, dtype=np.int64)
-        first = np.zeros([1], dtype=np.int64)
-        logits = self.prefill(
-            Tensor.from_dlpack(ids), self.key_cache, self.value_cache, Tensor.from_dlpack(first)
-        )
-        return np.array(logits.to_numpy())
-
-    def decoded_logits(self, token_id: int, start: int) -> np.ndarray:
-        self._decode_ids[0] = token_id
-        self._decode_start[0] = start
-        (logits,) = self.decode.execute_raw(*self._decode_buffers)
-        return np.array(logits.to_numpy())
-
-    def generate(self, prompt_ids: Sequence[int], max_new_tokens: int, **sampling) -> Iterator[int]:
-        """The prompt once, then a token a step. `sampling`: do_sample and seed,
-        and step 14's temperature and top_k."""
-        if not prompt_ids:
-            raise ValueError("the prompt has no tokens")
-        if len(prompt_ids) + max_new_tokens > self.context:
-            raise ValueError(
-                f"{len(prompt_ids)} prompt tokens + {max_new_tokens} new ones exceed the "
-                f"cache's {self.context} positions."
-            )
-        if max_new_tokens < 1:
-            return
-        choose = token_chooser(**sampling)
-        next_id = choose(self.prompt_logits(prompt_ids))
-        for position in range(len(prompt_ids), len(prompt_ids) + max_new_tokens - 1):
-            yield next_id
-            next_id = choose(self.decoded_logits(next_id, position))
-        yield next_id
-
-
-def token_chooser(do_sample: bool = False, seed: int | None = None, **options):
-    """logits -> the next token id: the most likely, or sampled by step 14's
-    sample_next_token with `options` (temperature, top_k) from a seeded generator."""
-    if not do_sample:
-        return lambda logits: int(np.argmax(logits))
-    rng = np.random.default_rng(seed)
-    return lambda logits: sample_next_token(logits, rng=rng, **options)
-
-
-# Loading lives in fast/llama_files.py, which builds the classes above: found
-# here when first asked for, so that either module may be imported first.
-_FROM_FILES = ("fast_config", "grouped_blocks", "load_checkpoint", "load_gguf")
+# Loading lives in fast/llama_files.py, which builds the classes above, and
+# running in fast/llama_generator.py: found here when first asked for, so that
+# any of the modules may be imported first.
+_ELSEWHERE = dict.fromkeys(
+    ("fast_config", "grouped_blocks", "load_checkpoint", "load_gguf"), "llama_files"
+)
+_ELSEWHERE |= dict.fromkeys(
+    ("FastLlamaGenerator", "cache_dtype", "token_chooser"), "llama_generator"
+)
 
 
 def __getattr__(name: str):
-    if name not in _FROM_FILES:
+    if name not in _ELSEWHERE:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from fast import llama_files
-
-    return getattr(llama_files, name)
+    return getattr(importlib.import_module(f"fast.{_ELSEWHERE[name]}"), name)
 
 
-__all__ = ["FastLlama", "FastLlamaGenerator", *_FROM_FILES]
+__all__ = ["FastLlama", *_ELSEWHERE]

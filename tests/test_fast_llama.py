@@ -342,6 +342,8 @@ def step23_logits(path: Path, tokens: list[int]) -> list[np.ndarray]:
 
 
 def test_the_fast_model_computes_step_23s_logits(gguf_file):
+    from max.dtype import DType
+
     from fast import llama
     from fast.kernel_ops import kernels_built_for
 
@@ -358,9 +360,14 @@ def test_the_fast_model_computes_step_23s_logits(gguf_file):
     for position, token in enumerate(greedy[:-1]):
         fast_logits.append(generator.decoded_logits(token, len(PROMPT) + position))
     expected = step23_logits(gguf_file, greedy[:-1])
+    # A float32 file keeps float32 keys and values; the others float16, as llama.cpp does.
+    float32_file = gguf_file.stem == "float32_rows"
+    assert generator.cache_dtype == (DType.float32 if float32_file else DType.float16)
     # Where the CPU has bfloat16 dot products, a bfloat16 matrix multiplies
     # x rounded to bfloat16 (fast/gpt2.py's kernel): 8 bits of x, not 24.
-    tolerance = 4e-3 if kernels_built_for()[0] else 1e-4
+    # A block's product rounds x to 16-bit levels, and keys and values rounded
+    # to float16 (11 bits) move these logits by up to 3e-3 of the largest.
+    tolerance = 4e-3 if kernels_built_for()[0] or not float32_file else 1e-4
     pairs = zip(fast_logits, expected, strict=True)
     checks = [("the prompt a token at a time", by_tokens, expected[0])]
     checks += [(f"token {position}", *pair) for position, pair in enumerate(pairs)]

@@ -31,9 +31,11 @@ def run_floats(head_dim: Int) -> Int:
 
 
 @always_inline
-def score_position(
-    keys: UnsafePointer[Float32, _],
-    values: UnsafePointer[Float32, _],
+def score_position[
+    ctype: DType
+](
+    keys: UnsafePointer[Scalar[ctype], _],
+    values: UnsafePointer[Scalar[ctype], _],
     queries: UnsafePointer[Float32, _],
     group: Int,
     head_dim: Int,
@@ -54,9 +56,11 @@ def score_position(
         out[head_dim] = max(out[head_dim], score)
 
 
-def attend_group_run(
-    keys: UnsafePointer[Float32, _],
-    values: UnsafePointer[Float32, _],
+def attend_group_run[
+    ctype: DType
+](
+    keys: UnsafePointer[Scalar[ctype], _],
+    values: UnsafePointer[Scalar[ctype], _],
     queries: UnsafePointer[Float32, _],
     group: Int,
     head_dim: Int,
@@ -67,7 +71,8 @@ def attend_group_run(
 ):
     """The `group` queries ([group, head_dim], turned) over the positions
     [first, last) of one key/value head's rows (keys and values point at
-    its [context, head_dim]): each query's o, m and l into runs_out
+    its [context, head_dim], float32 or float16, widened as they are read):
+    each query's o, m and l into runs_out
     ([group, run_floats(head_dim)]). `scores` is scratch for
     group * (last - first) floats."""
     var count = last - first

@@ -106,8 +106,8 @@ def decode_layers[
     kind: Int
 ](
     output: OutputTensor[dtype = DType.float32, rank=2, ...],
-    key_cache: MutableInputTensor[dtype = DType.float32, rank=4, ...],
-    value_cache: MutableInputTensor[dtype = DType.float32, rank=4, ...],
+    key_cache: MutableInputTensor[rank=4, ...],
+    value_cache: MutableInputTensor[rank=4, ...],
     hidden: InputTensor[dtype = DType.float32, rank=2, ...],
     norms: InputTensor[dtype = DType.float32, rank=3, ...],
     inv_freq: InputTensor[dtype = DType.float32, rank=1, ...],
@@ -117,10 +117,15 @@ def decode_layers[
     name: StaticString,
 ) raises:
     """hidden [1, width] -> output [1, width] through every layer; caches
-    [layers, kv_heads, context, head_dim]; norms [layers, 2, width];
-    settings [eps, heads]; matrices: each layer's qkv, o, gate_up, down."""
+    [layers, kv_heads, context, head_dim], float32 or float16 (each key and
+    value rounded as it is stored, widened as it is read); norms [layers,
+    2, width]; settings [eps, heads]; matrices: each layer's qkv, o,
+    gate_up, down."""
     comptime count = matrices.size
     comptime size = block_bytes[kind]()
+    comptime ctype = key_cache.dtype
+    comptime assert ctype == value_cache.dtype, "the caches' dtypes differ"
+    comptime assert ctype == DType.float32 or ctype == DType.float16, "float32 or float16 caches"
     var layers = key_cache.dim_size(0)
     var kv_heads = key_cache.dim_size(1)
     var context = key_cache.dim_size(2)
@@ -182,7 +187,7 @@ def decode_layers[
     var each = largest + x_floats(largest // BLOCK) + group * (context + head_dim)
     var scratch = alloc[Float32](workers * each)
     var kc = key_cache.unsafe_ptr()
-    var vc = value_cache.unsafe_ptr()
+    var vc = value_cache.unsafe_ptr().bitcast[Scalar[ctype]]()  # the same dtype (asserted)
     # The rotation's cosines and sines at this position, once for every head and layer.
     var turns = alloc[Float32](head_dim)
     for i in range(head_dim // 2):
@@ -227,8 +232,8 @@ def decode_layers[
                     rotate_half_pairs(key, turns, head_dim)
                     var slot = layer_cache + (h * context + position) * head_dim
                     for d in range(head_dim):
-                        kc[slot + d] = key[d]
-                        vc[slot + d] = key[kv_width + d]
+                        kc[slot + d] = key[d].cast[ctype]()
+                        vc[slot + d] = key[kv_width + d].cast[ctype]()
                 done += claimed[1] - claimed[0]
                 claimed = claim_own_first(parts, layer * STEPS + 1, kv_heads, index, workers, 1, 1, kv_heads)
             finished(c, 1, done)
@@ -309,8 +314,8 @@ struct DecodeQ8_0:
         target: StaticString
     ](
         output: OutputTensor[dtype = DType.float32, rank=2, ...],
-        key_cache: MutableInputTensor[dtype = DType.float32, rank=4, ...],
-        value_cache: MutableInputTensor[dtype = DType.float32, rank=4, ...],
+        key_cache: MutableInputTensor[rank=4, ...],
+        value_cache: MutableInputTensor[rank=4, ...],
         hidden: InputTensor[dtype = DType.float32, rank=2, ...],
         norms: InputTensor[dtype = DType.float32, rank=3, ...],
         inv_freq: InputTensor[dtype = DType.float32, rank=1, ...],
@@ -331,8 +336,8 @@ struct DecodeQ4_0:
         target: StaticString
     ](
         output: OutputTensor[dtype = DType.float32, rank=2, ...],
-        key_cache: MutableInputTensor[dtype = DType.float32, rank=4, ...],
-        value_cache: MutableInputTensor[dtype = DType.float32, rank=4, ...],
+        key_cache: MutableInputTensor[rank=4, ...],
+        value_cache: MutableInputTensor[rank=4, ...],
         hidden: InputTensor[dtype = DType.float32, rank=2, ...],
         norms: InputTensor[dtype = DType.float32, rank=3, ...],
         inv_freq: InputTensor[dtype = DType.float32, rank=1, ...],
@@ -353,8 +358,8 @@ struct DecodeQ4_1:
         target: StaticString
     ](
         output: OutputTensor[dtype = DType.float32, rank=2, ...],
-        key_cache: MutableInputTensor[dtype = DType.float32, rank=4, ...],
-        value_cache: MutableInputTensor[dtype = DType.float32, rank=4, ...],
+        key_cache: MutableInputTensor[rank=4, ...],
+        value_cache: MutableInputTensor[rank=4, ...],
         hidden: InputTensor[dtype = DType.float32, rank=2, ...],
         norms: InputTensor[dtype = DType.float32, rank=3, ...],
         inv_freq: InputTensor[dtype = DType.float32, rank=1, ...],
@@ -375,8 +380,8 @@ struct DecodeF32:
         target: StaticString
     ](
         output: OutputTensor[dtype = DType.float32, rank=2, ...],
-        key_cache: MutableInputTensor[dtype = DType.float32, rank=4, ...],
-        value_cache: MutableInputTensor[dtype = DType.float32, rank=4, ...],
+        key_cache: MutableInputTensor[rank=4, ...],
+        value_cache: MutableInputTensor[rank=4, ...],
         hidden: InputTensor[dtype = DType.float32, rank=2, ...],
         norms: InputTensor[dtype = DType.float32, rank=3, ...],
         inv_freq: InputTensor[dtype = DType.float32, rank=1, ...],
@@ -397,8 +402,8 @@ struct DecodeBF16:
         target: StaticString
     ](
         output: OutputTensor[dtype = DType.float32, rank=2, ...],
-        key_cache: MutableInputTensor[dtype = DType.float32, rank=4, ...],
-        value_cache: MutableInputTensor[dtype = DType.float32, rank=4, ...],
+        key_cache: MutableInputTensor[rank=4, ...],
+        value_cache: MutableInputTensor[rank=4, ...],
         hidden: InputTensor[dtype = DType.float32, rank=2, ...],
         norms: InputTensor[dtype = DType.float32, rank=3, ...],
         inv_freq: InputTensor[dtype = DType.float32, rank=1, ...],
