@@ -336,9 +336,7 @@ class FastLlama(Module[..., Tensor]):
 _ELSEWHERE = dict.fromkeys(
     ("fast_config", "grouped_blocks", "load_checkpoint", "load_gguf"), "llama_files"
 )
-_ELSEWHERE |= dict.fromkeys(
-    ("FastLlamaGenerator", "cache_dtype", "token_chooser"), "llama_generator"
-)
+_ELSEWHERE["FastLlamaGenerator"] = "llama_generator"
 
 
 def __getattr__(name: str):
