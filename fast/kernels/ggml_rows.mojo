@@ -171,7 +171,7 @@ def rows_times_blocks[
     # x contiguous; one token's rounded to 16-bit levels once for all weight
     # rows, and so are a prompt's rows for the integer panels.
     comptime integers = INT_PANELS and (kind == Q8_0 or kind == Q4_0 or kind == Q4_1)
-    var area = x_floats(blocks)
+    var area = x_floats(blocks, spread=rows == 1)  # a prompt's rows without the token's spread run
     var x_rows = alloc[Float32](rows * n_in)
     var x_area = alloc[Float32](area * (rows if integers else 1))
     var x_strides = x.strides()
@@ -181,7 +181,7 @@ def rows_times_blocks[
             x_rows[m * n_in + k] = x_in[m * x_strides[0] + k * x_strides[1]]
     if rows == 1 or integers:
         for m in range(rows):
-            prepare_x[kind](x_rows + m * n_in, blocks, x_area + m * area)
+            prepare_x[kind](x_rows + m * n_in, blocks, x_area + m * area, spread=rows == 1)
     var w_ptr = weight.unsafe_ptr().bitcast[UInt8]()
     var out_ptr = output.unsafe_ptr()
     var out_strides = output.strides()

@@ -84,8 +84,11 @@ def spread_at(area: Int, blocks: Int) -> Int:
     return (start + 4 * LINE_FLOATS - 1) // (4 * LINE_FLOATS) * (4 * LINE_FLOATS) // 4 - area // 4
 
 
-def x_floats(blocks: Int) -> Int:
-    """The float32s that x's `blocks` blocks take, rounded for the products."""
+def x_floats(blocks: Int, spread: Bool = True) -> Int:
+    """The float32s that x's `blocks` blocks take, rounded for the products;
+    without x_spread's run, a prompt's row for the integer panels."""
+    if not spread:
+        return blocks * (2 + HALF)
     return blocks * X_BLOCK_FLOATS + LINE_FLOATS
 
 
@@ -163,9 +166,10 @@ def row_block[
 
 def prepare_x[
     kind: Int
-](x: UnsafePointer[Float32, _], blocks: Int, area: UnsafePointer[mut=True, Float32, _]):
-    """x's blocks rounded to 16-bit levels into `area` (x_floats(blocks) of
-    them), as dot_rows_blocks reads them for `kind`'s rows; plain rows read x itself."""
+](x: UnsafePointer[Float32, _], blocks: Int, area: UnsafePointer[mut=True, Float32, _], spread: Bool = True):
+    """x's blocks rounded to 16-bit levels into `area` (x_floats(blocks,
+    spread) of them), as dot_rows_blocks and dot_group_blocks read them for
+    `kind`'s rows (int_panels without the spread run); plain rows read x itself."""
     comptime if kind == F32 or kind == BF16:
         return
     var levels = (area + 2 * blocks).bitcast[Int16]()
@@ -179,7 +183,8 @@ def prepare_x[
         area[b] = d_x
         area[blocks + b] = d_x * Float32(q.cast[DType.int32]().reduce_add())
         comptime if is_grouped[kind]():
-            spread_x(q, (area + spread_at(Int(area), blocks)).bitcast[Int16]() + b * 4 * SPREAD)
+            if spread:
+                spread_x(q, (area + spread_at(Int(area), blocks)).bitcast[Int16]() + b * 4 * SPREAD)
 
 
 @always_inline
