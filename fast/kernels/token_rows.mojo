@@ -12,8 +12,9 @@ pmaddwd multiplies 16 pairs of 16-bit numbers and adds each pair (8 sums
 of 32 bits), two of them take a block, and one conversion and one
 multiply-add by d_w * d_x take the sums into the row's float32 sums.
 
-- A Q4 block's 16 bytes widen to 16-bit lanes in one instruction; a lane's
-  low nibble is weight j, its high one weight j + 16 (an and, a shift).
+- A Q4 row read alone (after a matrix's last whole group, below) widens
+  a block's 16 bytes to 16-bit lanes in one instruction; a lane's low
+  nibble is weight j, its high one weight j + 16 (an and, a shift).
   What each weight has added, Q4_0's -8 d and Q4_1's m, multiplies the
   block's sum of x, d_x sum(q_x), made once per block of x: the rows read
   side by side take it in one multiply-add, a lane a row.
