@@ -34,8 +34,8 @@ vphaddd): they are read as 16-bit words, PER rows a register (4 in
 AVX-512's, 2 in AVX2's). Word i of a row
 holds bytes 2i and 2i + 1, so its four nibbles are weights 2i, 2i + 16,
 2i + 1 and 2i + 17, and shifts and ands alone take them out: four registers
-of levels, each against a copy of x's levels in the same order (x_spread,
-made once per product by prepare_x, PER copies side by side). pmaddwd's
+of levels, each against a copy of x's levels in the same order (the
+spread run, made once per product by prepare_x, PER copies side by side). pmaddwd's
 sums stay per row (4 lanes a row) through the block's four products, are
 converted and multiplied by each row's d * d_x, and are added across lanes
 only once a group, after its last block. One core of the Zen 4 read Q4_1
@@ -64,22 +64,22 @@ comptime LANES = 8  # the int32 sums of a block's products (a 256-bit register)
 comptime GROUP = LANES  # a 4-bit matrix's rows whose blocks lie side by side
 comptime WORDS = SIMD[DType.int16, HALF]  # 16 levels: half a block
 comptime X_TOP = 32767  # x's largest level
-# A group's rows read in one register as 16-bit words (8 words a row), and
-# the register's words.
+# A group's rows read in one register as 16-bit words (ROW_WORDS a row),
+# and the register's words (SPREAD).
 comptime PER = 4 if HAS_AVX512BW else 2
 comptime ROW_WORDS = HALF // 2
 comptime SPREAD = PER * ROW_WORDS
 comptime SPREAD_WORDS = SIMD[DType.int16, SPREAD]
 # x as the products read it, in four runs: each block's scale d_x; its sum
 # d_x sum(q_x); its 32 levels q_x (16 float32s' bytes); the same levels in
-# a group's order, PER copies (x_spread).
+# a group's order, PER copies (the spread run, spread_x's).
 comptime X_BLOCK_FLOATS = 2 + BLOCK // 2 + 2 * SPREAD
-comptime LINE_FLOATS = 16  # a 64-byte cache line's: x_spread's run begins on one
+comptime LINE_FLOATS = 16  # a 64-byte cache line's: the spread run begins on one
 
 
 @always_inline
 def spread_at(area: Int, blocks: Int) -> Int:
-    """How many floats after `area` (an address) x_spread's run begins: after
+    """How many floats after `area` (an address) the spread run begins: after
     the first three runs, on a cache line, so that no load of it is split."""
     var start = area + 4 * (2 + HALF) * blocks
     return (start + 4 * LINE_FLOATS - 1) // (4 * LINE_FLOATS) * (4 * LINE_FLOATS) // 4 - area // 4
@@ -87,7 +87,7 @@ def spread_at(area: Int, blocks: Int) -> Int:
 
 def x_floats(blocks: Int, spread: Bool = True) -> Int:
     """The float32s that x's `blocks` blocks take, rounded for the products;
-    without x_spread's run, a prompt's row for the integer panels."""
+    without the spread run, a prompt's row for the integer panels."""
     if not spread:
         return blocks * (2 + HALF)
     return blocks * X_BLOCK_FLOATS + LINE_FLOATS
