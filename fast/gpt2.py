@@ -63,9 +63,9 @@ from fast.kernel_ops import (
     linear_rows,
     prompt_attention,
 )
+from fast.sampling import token_chooser
 from solutions.solution_02 import causal_mask
 from solutions.solution_13 import MaxGPT2LMHeadModel
-from solutions.solution_14 import sample_next_token
 
 DTYPES = {"float32": DType.float32, "bfloat16": DType.bfloat16}
 
@@ -347,14 +347,10 @@ class FastGenerator:
                 f"{len(prompt_ids)} prompt tokens + {max_new_tokens} new ones exceed the "
                 f"context window ({self.config.n_positions})."
             )
-        rng = np.random.default_rng(seed)
+        choose = token_chooser(do_sample, seed, **sampling)
         token_ids, start = list(prompt_ids), 0
         for _ in range(max_new_tokens):
-            logits = self.logits(token_ids, start)
+            next_id = choose(self.logits(token_ids, start))
             start += len(token_ids)
-            if do_sample:
-                next_id = sample_next_token(logits, rng=rng, **sampling)
-            else:
-                next_id = int(np.argmax(logits))
             yield next_id
             token_ids = [next_id]

@@ -16,7 +16,7 @@ from max.graph import BufferType, TensorType
 from common import max_runtime
 from fast.kernel_ops import FLOAT32
 from fast.llama import FastLlama, FastLlamaConfig
-from solutions.solution_14 import sample_next_token
+from fast.sampling import token_chooser
 
 # Shorter prompts go through the one-token graph a token at a time until the prompt
 # graph is built: building it takes seconds even from MAX's cache (150 custom ops).
@@ -118,15 +118,6 @@ class FastLlamaGenerator:
             yield next_id
             next_id = choose(self.decoded_logits(next_id, position))
         yield next_id
-
-
-def token_chooser(do_sample: bool = False, seed: int | None = None, **options):
-    """logits -> the next token id: the most likely, or sampled by step 14's
-    sample_next_token with `options` (temperature, top_k) from a seeded generator."""
-    if not do_sample:
-        return lambda logits: int(np.argmax(logits))
-    rng = np.random.default_rng(seed)
-    return lambda logits: sample_next_token(logits, rng=rng, **options)
 
 
 def cache_dtype(config: FastLlamaConfig) -> DType:
