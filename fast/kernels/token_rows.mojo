@@ -70,10 +70,12 @@ comptime PER = 4 if HAS_AVX512BW else 2
 comptime ROW_WORDS = HALF // 2
 comptime SPREAD = PER * ROW_WORDS
 comptime SPREAD_WORDS = SIMD[DType.int16, SPREAD]
+comptime SPREAD_BLOCK = 4 * SPREAD  # the spread run's words a block: four runs of a row's nibbles
 # x as the products read it, in four runs: each block's scale d_x; its sum
 # d_x sum(q_x); its 32 levels q_x (16 float32s' bytes); the same levels in
 # a group's order, PER copies (the spread run, spread_x's).
-comptime X_BLOCK_FLOATS = 2 + BLOCK // 2 + 2 * SPREAD
+comptime X_LEVELS_FLOATS = 2 + HALF  # the first three runs' floats a block
+comptime X_BLOCK_FLOATS = X_LEVELS_FLOATS + SPREAD_BLOCK // 2
 comptime LINE_FLOATS = 16  # a 64-byte cache line's: the spread run begins on one
 
 
@@ -81,7 +83,7 @@ comptime LINE_FLOATS = 16  # a 64-byte cache line's: the spread run begins on on
 def spread_at(area: Int, blocks: Int) -> Int:
     """How many floats after `area` (an address) the spread run begins: after
     the first three runs, on a cache line, so that no load of it is split."""
-    var start = area + 4 * (2 + HALF) * blocks
+    var start = area + 4 * X_LEVELS_FLOATS * blocks
     return (start + 4 * LINE_FLOATS - 1) // (4 * LINE_FLOATS) * (4 * LINE_FLOATS) // 4 - area // 4
 
 
@@ -89,7 +91,7 @@ def x_floats(blocks: Int, spread: Bool = True) -> Int:
     """The float32s that x's `blocks` blocks take, rounded for the products;
     without the spread run, a prompt's row for the integer panels."""
     if not spread:
-        return blocks * (2 + HALF)
+        return blocks * X_LEVELS_FLOATS
     return blocks * X_BLOCK_FLOATS + LINE_FLOATS
 
 
@@ -185,7 +187,7 @@ def prepare_x[
         area[blocks + b] = d_x * Float32(q.cast[DType.int32]().reduce_add())
         comptime if is_grouped[kind]():
             if spread:
-                spread_x(q, (area + spread_at(Int(area), blocks)).bitcast[Int16]() + b * 4 * SPREAD)
+                spread_x(q, (area + spread_at(Int(area), blocks)).bitcast[Int16]() + b * SPREAD_BLOCK)
 
 
 @always_inline
@@ -307,7 +309,7 @@ def dot_group_blocks[
     for b in range(blocks):
         var at = group + b * size
         var levels = (at + group_levels_at[kind]()).bitcast[UInt16]()
-        var x = spread + b * 4 * SPREAD
+        var x = spread + b * SPREAD_BLOCK
         var x_runs = (
             x.load[width=SPREAD](),
             (x + SPREAD).load[width=SPREAD](),
