@@ -26,13 +26,16 @@ the way fast/gpt2.py runs GPT-2, and built for the files people run:
   layer is some thirty of MAX's calls, each handing the cores back to its
   executor. A prompt, and a model of mixed block types, run as MAX's
   operations around our projections and fast/gpt2.py's prompt attention.
+  The one call adds Qwen2's q, k and v biases too, each core to the rows it
+  made.
 
 Loading (fast/llama_files.py) reads the file with step 29's reader; Llama 3's
 scaled rotary frequencies and Qwen2's q/k/v biases load too.
 fast/llama_generator.py runs the model: its compiled graphs, the caches, the
 tokens chosen.
 
-tests/test_fast_llama.py checks the logits against step 23's model.
+tests/test_fast_llama.py checks the logits against step 23's model,
+tests/test_fast_families.py Qwen2 and Llama 3 files against transformers.
 """
 
 from __future__ import annotations
@@ -271,7 +274,7 @@ class FastLlama(Module[..., Tensor]):
     def forward(self, ids: Tensor, key_cache: Tensor, value_cache: Tensor, start: Tensor) -> Tensor:
         seq = ids.shape[0]
         hidden = self.token_embd(ids)
-        if seq == 1 and self.one_block_kind() and not self.config.attention_bias:
+        if seq == 1 and self.one_block_kind():
             hidden = self._decode_layers(hidden, key_cache, value_cache, start)
         else:
             hidden = self._layers(hidden, key_cache, value_cache, start)
@@ -303,11 +306,21 @@ class FastLlama(Module[..., Tensor]):
         norms = F.stack(
             [F.stack([layer.attn_norm, layer.ffn_norm]) for layer in self.layers]
         )  # [layers, 2, hidden]
+        biased = config.attention_bias
         settings = Tensor(
-            [config.rms_norm_eps, config.num_attention_heads], dtype=FLOAT32, device=hidden.device
+            [config.rms_norm_eps, config.num_attention_heads, float(biased)],
+            dtype=FLOAT32,
+            device=hidden.device,
+        )
+        # Qwen2's q, k and v biases [layers, qkv rows], added in the kernel;
+        # a Llama's kernel reads none (settings' third number is 0).
+        biases = (
+            F.stack([layer.qkv.parts[0].bias for layer in self.layers])
+            if biased
+            else Tensor.zeros([1, 1], dtype=FLOAT32, device=hidden.device)
         )
         cache = [key_cache.__buffervalue__(), value_cache.__buffervalue__()]
-        values = [*cache, hidden, norms, self.inv_freq, settings, start, *matrices]
+        values = [*cache, hidden, norms, biases, self.inv_freq, settings, start, *matrices]
         out_type = TensorType(FLOAT32, hidden.shape, device=hidden.device)
         name = f"llama_decode_blocks_{self.one_block_kind().lower()}"
         device = cache[0].device.to_device()

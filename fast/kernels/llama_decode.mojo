@@ -110,6 +110,7 @@ def decode_layers[
     value_cache: MutableInputTensor[rank=4, ...],
     hidden: InputTensor[dtype = DType.float32, rank=2, ...],
     norms: InputTensor[dtype = DType.float32, rank=3, ...],
+    biases: InputTensor[dtype = DType.float32, rank=2, ...],
     inv_freq: InputTensor[dtype = DType.float32, rank=1, ...],
     settings: InputTensor[dtype = DType.float32, rank=1, ...],
     start: InputTensor[dtype = DType.int64, rank=1, ...],
@@ -119,8 +120,10 @@ def decode_layers[
     """hidden [1, width] -> output [1, width] through every layer; caches
     [layers, kv_heads, context, head_dim], float32 or float16 (each key and
     value rounded as it is stored, widened as it is read); norms [layers,
-    2, width]; settings [eps, heads]; matrices: each layer's qkv, o,
-    gate_up, down."""
+    2, width]; settings [eps, heads, biased]; biases [layers, qkv rows], the
+    biases of q, k and v (Qwen2's) added to step 0's rows where `biased` is
+    not 0 (else any shape: unread); matrices: each layer's qkv, o, gate_up,
+    down."""
     comptime count = matrices.size
     comptime size = block_bytes[kind]()
     comptime ctype = key_cache.dtype
@@ -133,6 +136,7 @@ def decode_layers[
     var width = hidden.dim_size(1)
     var eps = settings[0]
     var heads = Int(settings[1])
+    var biased = settings.dim_size(0) > 2 and settings[2] != 0
     var position = Int(start[0])
     comptime if count == 0 or count % MATRICES != 0:
         raise Error(name, ": the matrices must be whole layers of 4")
@@ -145,6 +149,8 @@ def decode_layers[
     var q_width = heads * head_dim
     var kv_width = kv_heads * head_dim
     var qkv_rows = q_width + 2 * kv_width
+    if biased and (biases.dim_size(0) != layers or biases.dim_size(1) != qkv_rows):
+        raise Error(name, ": the biases must be [layers, ", qkv_rows, "]: q's, k's and v's rows")
     var pointers = alloc[UnsafePointer[UInt8, MutUntrackedOrigin]](count)
     var rows = alloc[Int](count)
     var problem = False
@@ -195,6 +201,7 @@ def decode_layers[
         turns[i] = cos(angle)
         turns[head_dim // 2 + i] = sin(angle)
     var norm_ptr = norms.unsafe_ptr()
+    var bias_ptr = biases.unsafe_ptr()
     var units = kv_heads * workers  # the attention's: a key/value head's run
     var runs = alloc[Float32](units * group * run_floats(head_dim))
     var smallest_width = max(1, CLAIM_BYTES // width_bytes)
@@ -219,6 +226,9 @@ def decode_layers[
             var claimed = claim_own_first(parts, layer * STEPS + 0, qkv_rows, index, workers, smallest_width, STREAMS, chunks)
             while claimed[0] < claimed[1]:
                 rows_times[kind](w[0], width_bytes, claimed[0], claimed[1], width_blocks, x, x_area, qkv, 1, False)
+                if biased:  # by the core that made these rows: no other core writes them
+                    for n in range(claimed[0], claimed[1]):
+                        qkv[n] += bias_ptr[layer * qkv_rows + n]
                 done += claimed[1] - claimed[0]
                 claimed = claim_own_first(parts, layer * STEPS + 0, qkv_rows, index, workers, smallest_width, STREAMS, chunks)
             finished(c, 0, done)
@@ -318,13 +328,14 @@ struct DecodeQ8_0:
         value_cache: MutableInputTensor[rank=4, ...],
         hidden: InputTensor[dtype = DType.float32, rank=2, ...],
         norms: InputTensor[dtype = DType.float32, rank=3, ...],
+        biases: InputTensor[dtype = DType.float32, rank=2, ...],
         inv_freq: InputTensor[dtype = DType.float32, rank=1, ...],
         settings: InputTensor[dtype = DType.float32, rank=1, ...],
         start: InputTensor[dtype = DType.int64, rank=1, ...],
         matrices: InputVariadicTensors[dtype = DType.uint8, rank=2, ...],
     ) raises:
         decode_layers[Q8_0](
-            output, key_cache, value_cache, hidden, norms, inv_freq, settings, start, matrices,
+            output, key_cache, value_cache, hidden, norms, biases, inv_freq, settings, start, matrices,
             "llama_decode_blocks_q8_0",
         )
 
@@ -340,13 +351,14 @@ struct DecodeQ4_0:
         value_cache: MutableInputTensor[rank=4, ...],
         hidden: InputTensor[dtype = DType.float32, rank=2, ...],
         norms: InputTensor[dtype = DType.float32, rank=3, ...],
+        biases: InputTensor[dtype = DType.float32, rank=2, ...],
         inv_freq: InputTensor[dtype = DType.float32, rank=1, ...],
         settings: InputTensor[dtype = DType.float32, rank=1, ...],
         start: InputTensor[dtype = DType.int64, rank=1, ...],
         matrices: InputVariadicTensors[dtype = DType.uint8, rank=2, ...],
     ) raises:
         decode_layers[Q4_0](
-            output, key_cache, value_cache, hidden, norms, inv_freq, settings, start, matrices,
+            output, key_cache, value_cache, hidden, norms, biases, inv_freq, settings, start, matrices,
             "llama_decode_blocks_q4_0",
         )
 
@@ -362,13 +374,14 @@ struct DecodeQ4_1:
         value_cache: MutableInputTensor[rank=4, ...],
         hidden: InputTensor[dtype = DType.float32, rank=2, ...],
         norms: InputTensor[dtype = DType.float32, rank=3, ...],
+        biases: InputTensor[dtype = DType.float32, rank=2, ...],
         inv_freq: InputTensor[dtype = DType.float32, rank=1, ...],
         settings: InputTensor[dtype = DType.float32, rank=1, ...],
         start: InputTensor[dtype = DType.int64, rank=1, ...],
         matrices: InputVariadicTensors[dtype = DType.uint8, rank=2, ...],
     ) raises:
         decode_layers[Q4_1](
-            output, key_cache, value_cache, hidden, norms, inv_freq, settings, start, matrices,
+            output, key_cache, value_cache, hidden, norms, biases, inv_freq, settings, start, matrices,
             "llama_decode_blocks_q4_1",
         )
 
@@ -384,13 +397,14 @@ struct DecodeF32:
         value_cache: MutableInputTensor[rank=4, ...],
         hidden: InputTensor[dtype = DType.float32, rank=2, ...],
         norms: InputTensor[dtype = DType.float32, rank=3, ...],
+        biases: InputTensor[dtype = DType.float32, rank=2, ...],
         inv_freq: InputTensor[dtype = DType.float32, rank=1, ...],
         settings: InputTensor[dtype = DType.float32, rank=1, ...],
         start: InputTensor[dtype = DType.int64, rank=1, ...],
         matrices: InputVariadicTensors[dtype = DType.float32, rank=2, ...],
     ) raises:
         decode_layers[F32](
-            output, key_cache, value_cache, hidden, norms, inv_freq, settings, start, matrices,
+            output, key_cache, value_cache, hidden, norms, biases, inv_freq, settings, start, matrices,
             "llama_decode_blocks_f32",
         )
 
@@ -406,12 +420,13 @@ struct DecodeBF16:
         value_cache: MutableInputTensor[rank=4, ...],
         hidden: InputTensor[dtype = DType.float32, rank=2, ...],
         norms: InputTensor[dtype = DType.float32, rank=3, ...],
+        biases: InputTensor[dtype = DType.float32, rank=2, ...],
         inv_freq: InputTensor[dtype = DType.float32, rank=1, ...],
         settings: InputTensor[dtype = DType.float32, rank=1, ...],
         start: InputTensor[dtype = DType.int64, rank=1, ...],
         matrices: InputVariadicTensors[dtype = DType.bfloat16, rank=2, ...],
     ) raises:
         decode_layers[BF16](
-            output, key_cache, value_cache, hidden, norms, inv_freq, settings, start, matrices,
+            output, key_cache, value_cache, hidden, norms, biases, inv_freq, settings, start, matrices,
             "llama_decode_blocks_bf16",
         )
