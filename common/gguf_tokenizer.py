@@ -21,12 +21,24 @@ from common.cli import Failure
 
 CONTROL = 3  # tokenizer.ggml.token_type of a control token (ggml's LLAMA_TOKEN_TYPE_CONTROL)
 
-# tokenizer.ggml.pre -> whether digits are split one by one before GPT-2's
-# split (llama.cpp's pre-tokenizer types; only those read here are listed).
+# tokenizer.ggml.pre -> how a text is split into words before the merges
+# (llama.cpp's pre-tokenizer types; only those read here are listed): GPT-2's
+# own split ("gpt2"), the same after each digit is made a word of its own
+# ("digits"), or a regex's matches.
+# Llama 3's: a contraction of any case, a run of letters with one other
+# character before it, numbers three digits at a time, punctuation with its
+# line breaks, then whitespace. Qwen2's is the same with one digit at a time.
+LLAMA3_WORDS = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+QWEN2_WORDS = LLAMA3_WORDS.replace(r"\p{N}{1,3}", r"\p{N}")
 PRE_TOKENIZERS = {
-    "default": False,  # GPT-2's own split
-    "gpt2": False,
-    "smollm": True,  # SmolLM and SmolLM2: each digit its own word
+    "default": "gpt2",
+    "gpt2": "gpt2",
+    "smollm": "digits",  # SmolLM and SmolLM2
+    "llama-bpe": LLAMA3_WORDS,  # Llama 3 and 3.x
+    "qwen2": QWEN2_WORDS,  # Qwen2 and Qwen2.5
 }
 
 
@@ -89,6 +101,22 @@ class GGUFTokenizer:
         return "" if token_id is None else self._tokenizer.id_to_token(token_id) or ""
 
 
+def word_split(split: str):
+    """The `tokenizers` pre-tokenizer of a PRE_TOKENIZERS value: the words,
+    then each word's bytes as byte-level BPE's characters."""
+    from tokenizers import Regex, pre_tokenizers
+
+    if split in ("gpt2", "digits"):
+        byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+        if split == "gpt2":
+            return byte_level
+        digits = pre_tokenizers.Digits(individual_digits=True)
+        return pre_tokenizers.Sequence([digits, byte_level])
+    words = pre_tokenizers.Split(Regex(split), behavior="isolated")
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    return pre_tokenizers.Sequence([words, byte_level])
+
+
 def optional_id(metadata: Mapping[str, object], key: str) -> int | None:
     value = metadata.get(key)
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
@@ -97,14 +125,14 @@ def optional_id(metadata: Mapping[str, object], key: str) -> int | None:
 def build_tokenizer(metadata: Mapping[str, object], source: str):
     """The `tokenizers` library's byte-level BPE from the metadata's lists;
     a vocabulary kind this module does not build is a Failure naming it."""
-    from tokenizers import AddedToken, Tokenizer, decoders, pre_tokenizers
+    from tokenizers import AddedToken, Tokenizer, decoders
     from tokenizers.models import BPE
 
     kind = metadata.get("tokenizer.ggml.model")
     if kind != "gpt2":
         raise Failure(
             f"{source}'s tokenizer is {kind!r} (tokenizer.ggml.model); only byte-level BPE "
-            "('gpt2', as GPT-2, SmolLM2 and Llama 3 use) is read here."
+            "('gpt2', as GPT-2, SmolLM2, Llama 3 and Qwen2 use) is read here."
         )
     pre = metadata.get("tokenizer.ggml.pre", "default")
     if pre not in PRE_TOKENIZERS:
@@ -119,12 +147,7 @@ def build_tokenizer(metadata: Mapping[str, object], source: str):
     vocab = {token: index for index, token in enumerate(tokens)}
     pairs = [tuple(rule.split(" ", 1)) for rule in merges]
     tokenizer = Tokenizer(BPE(vocab=vocab, merges=pairs, fuse_unk=False))
-    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    if PRE_TOKENIZERS[pre]:
-        digits = pre_tokenizers.Digits(individual_digits=True)
-        tokenizer.pre_tokenizer = pre_tokenizers.Sequence([digits, byte_level])
-    else:
-        tokenizer.pre_tokenizer = byte_level
+    tokenizer.pre_tokenizer = word_split(PRE_TOKENIZERS[pre])
     tokenizer.decoder = decoders.ByteLevel()
     types = metadata.get("tokenizer.ggml.token_type") or []
     control = [tokens[index] for index, kind in enumerate(types) if kind == CONTROL]
