@@ -226,3 +226,37 @@ def llama_tensors(
             array = converter_permute(array, kv_heads)
         tensors.append((gguf_name(name), kind if array.ndim == 2 else "F32", array))
     return tensors
+
+
+# -- a tokenizer, as the converter writes a byte-level BPE one ----------------------
+
+# ChatML, as SmolLM2's and Qwen2's files hold it.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    "{{ message['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def byte_alphabet() -> list[str]:
+    """Byte-level BPE's 256 one-byte tokens (GPT-2's printable stand-ins)."""
+    from tokenizers.pre_tokenizers import ByteLevel
+
+    return sorted(ByteLevel.alphabet(), key=lambda text: ord(text))
+
+
+def tokenizer_metadata(vocab_size: int, **changes) -> dict[str, tuple[int, object]]:
+    """A byte-level vocabulary of `vocab_size` tokens, no merges: the 256
+    bytes, <|im_start|> and <|im_end|> (control tokens; the end token), then
+    fillers; ChatML's chat template. `changes` add or replace keys."""
+    fillers = [f"<unused{index}>" for index in range(vocab_size - 258)]
+    tokens = [*byte_alphabet(), "<|im_start|>", "<|im_end|>", *fillers]
+    metadata = {
+        "tokenizer.ggml.model": (STRING, "gpt2"),
+        "tokenizer.ggml.tokens": (ARRAY, (STRING, tokens)),
+        "tokenizer.ggml.merges": (ARRAY, (STRING, [])),
+        "tokenizer.ggml.token_type": (ARRAY, (I32, [1] * 256 + [3, 3] + [1] * len(fillers))),
+        "tokenizer.ggml.eos_token_id": (U32, 257),
+        "tokenizer.chat_template": (STRING, CHAT_TEMPLATE),
+    }
+    return metadata | changes

@@ -10,7 +10,8 @@ position of a prompt fed a token at a time (a decoded token's layers in one
 call of llama_decode.mojo), then the prompt at once (MAX's operations around
 our projections). Two of the files have the widths of real models, with
 fewer layers: Qwen2.5-0.5B's (896 wide, 14 query heads to 2 key/value heads)
-and Llama-3.2-1B's (2048 wide, 8192 inner).
+and Llama-3.2-1B's (2048 wide, 8192 inner). And `generate --gguf --chat`
+answers a Qwen2 file's chat prompt as transformers' model does.
 """
 
 from __future__ import annotations
@@ -118,9 +119,10 @@ def rope_factors(family: Family) -> np.ndarray:
     return np.asarray(factors, dtype=np.float32)
 
 
-def write_file(family: Family, kind: str, path: Path) -> dict[str, np.ndarray]:
-    """The family's model as a GGUF file, its matrices in `kind`; what each
-    tensor stands for, by transformers' names (the blocks widened)."""
+def write_file(family: Family, kind: str, path: Path, **metadata) -> dict[str, np.ndarray]:
+    """The family's model as a GGUF file, its matrices in `kind` (and
+    `metadata` besides the model's); what each tensor stands for, by
+    transformers' names (the blocks widened)."""
     state = random_state(family, path.parent / f"{path.stem}_checkpoint")
     if family.architecture == "llama":  # q's and k's rows permuted, as the converter does
         stored = writer.llama_tensors(state, heads=family.heads, kv_heads=family.kv_heads)
@@ -131,7 +133,7 @@ def write_file(family: Family, kind: str, path: Path) -> dict[str, np.ndarray]:
     if family.llama3:
         tensors.append(("rope_freqs.weight", "F32", rope_factors(family)))
     arch = family.architecture
-    metadata = writer.llama_metadata(
+    metadata |= writer.llama_metadata(
         layers=family.layers, hidden=family.hidden, intermediate=family.inner,
         heads=family.heads, kv_heads=family.kv_heads, theta=family.theta, eps=1e-6,
         context=64, architecture=arch,
@@ -147,8 +149,8 @@ def write_file(family: Family, kind: str, path: Path) -> dict[str, np.ndarray]:
     return widened
 
 
-def transformers_logits(family: Family, state: dict[str, np.ndarray], tokens: list[int]):
-    """transformers' model of the family on `state`: the logits [len(tokens), vocab]."""
+def transformers_model(family: Family, state: dict[str, np.ndarray]):
+    """transformers' model of the family, holding `state`."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
@@ -162,8 +164,15 @@ def transformers_logits(family: Family, state: dict[str, np.ndarray], tokens: li
     if family.tied:
         weights["lm_head.weight"] = weights["model.embed_tokens.weight"]
     hf.load_state_dict(weights)
+    return hf
+
+
+def transformers_logits(family: Family, state: dict[str, np.ndarray], tokens: list[int]):
+    """transformers' model of the family on `state`: the logits [len(tokens), vocab]."""
+    import torch
+
     with torch.no_grad():
-        return hf(torch.tensor([tokens])).logits[0].numpy()
+        return transformers_model(family, state)(torch.tensor([tokens])).logits[0].numpy()
 
 
 CASES = [
@@ -194,3 +203,33 @@ def test_the_fast_model_computes_transformers_logits(tmp_path, family, kind, tol
     for label, ours, theirs in checks:
         scale = np.abs(theirs).max()
         np.testing.assert_allclose(ours, theirs, atol=tolerance * scale, err_msg=label)
+
+
+def test_generate_answers_a_qwen2_chat_as_transformers_does(tmp_path, capfd):
+    """`generate --gguf --chat` on a Qwen2 file (its tokenizer Qwen2's kind,
+    its merges none: test_gguf_tokenizer.py checks the split itself): the
+    answer printed is transformers' greedy answer to the same chat prompt,
+    up to the file's end token."""
+    import torch
+
+    from common.gguf_tokenizer import GGUFTokenizer
+    from solutions.solution_29 import read_gguf
+    from tools import generate as tool
+
+    question, end_id = "What is 12 + 34?", 257
+    family, path = FAMILIES["qwen2"], tmp_path / "chat.gguf"
+    split = {"tokenizer.ggml.pre": (writer.STRING, "qwen2")}
+    widened = write_file(family, "Q8_0", path, **writer.tokenizer_metadata(300, **split))
+    code = tool.main(
+        ["--gguf", str(path), "--chat", "--greedy", "--max-new-tokens", "6", "--prompt", question]
+    )
+    out, err = capfd.readouterr()
+    assert code == 0, err
+    tokenizer = GGUFTokenizer(read_gguf(path).metadata, str(path))
+    ids = tokenizer.encode(tokenizer.chat_prompt(question), add_bos=False)
+    hf, answer = transformers_model(family, widened), []
+    with torch.no_grad():
+        while len(answer) < 6 and end_id not in answer:
+            logits = hf(torch.tensor([ids + answer])).logits[0, -1]
+            answer.append(int(logits.argmax()))
+    assert out == tokenizer.decode([token for token in answer if token != end_id])

@@ -29,36 +29,7 @@ CONFIG = dict(
     max_position_embeddings=64,
     tie_word_embeddings=True,
 )
-CHAT_TEMPLATE = (
-    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
-    "{{ message['content'] }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
 PROMPT = "hello"
-
-
-def byte_alphabet() -> list[str]:
-    """Byte-level BPE's 256 one-byte tokens (GPT-2's printable stand-ins)."""
-    from tokenizers.pre_tokenizers import ByteLevel
-
-    return sorted(ByteLevel.alphabet(), key=lambda text: ord(text))
-
-
-def tokenizer_metadata(**changes) -> dict:
-    fillers = [f"<unused{index}>" for index in range(CONFIG["vocab_size"] - 258)]
-    tokens = [*byte_alphabet(), "<|im_start|>", "<|im_end|>", *fillers]
-    metadata = {
-        "tokenizer.ggml.model": (writer.STRING, "gpt2"),
-        "tokenizer.ggml.tokens": (writer.ARRAY, (writer.STRING, tokens)),
-        "tokenizer.ggml.merges": (writer.ARRAY, (writer.STRING, [])),
-        "tokenizer.ggml.token_type": (
-            writer.ARRAY,
-            (writer.I32, [1] * 256 + [3, 3] + [1] * len(fillers)),
-        ),
-        "tokenizer.ggml.eos_token_id": (writer.U32, 257),
-        "tokenizer.chat_template": (writer.STRING, CHAT_TEMPLATE),
-    }
-    return metadata | changes
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +44,7 @@ def write_gguf(path: Path, state: dict, **metadata_changes) -> Path:
         layers=2, hidden=64, intermediate=96, heads=4, kv_heads=2, theta=5000.0, eps=1e-6,
         context=64,
     )  # fmt: skip
-    metadata |= tokenizer_metadata()
+    metadata |= writer.tokenizer_metadata(CONFIG["vocab_size"])
     metadata |= metadata_changes
     tensors = writer.llama_tensors(state, heads=4, kv_heads=2, kind="F32")
     path.write_bytes(writer.gguf_bytes(metadata, tensors).data)

@@ -12,6 +12,7 @@ import inspect
 import pytest
 
 from common.cli import Failure
+from tests import reference_gguf as writer
 
 TEXTS = [
     "In 2024, I'M 12345 years' old!\n\n  Hello   world",
@@ -33,12 +34,10 @@ def transformers_pattern(pre: str) -> str:
 
 def metadata(pre: str) -> dict:
     """A byte-level vocabulary (no merges) split the `pre` way."""
-    from tokenizers.pre_tokenizers import ByteLevel
-
     return {
         "tokenizer.ggml.model": "gpt2",
         "tokenizer.ggml.pre": pre,
-        "tokenizer.ggml.tokens": sorted(ByteLevel.alphabet(), key=ord),
+        "tokenizer.ggml.tokens": writer.byte_alphabet(),
         "tokenizer.ggml.merges": [],
     }
 
