@@ -138,7 +138,7 @@ def write_file(family: Family, kind: str, path: Path, **metadata) -> dict[str, n
         heads=family.heads, kv_heads=family.kv_heads, theta=family.theta, eps=1e-6,
         context=64, architecture=arch,
     )  # fmt: skip
-    metadata[f"{arch}.vocab_size"] = (writer.U32, 300)
+    metadata[f"{arch}.vocab_size"] = (writer.U32, family.config()["vocab_size"])
     layout = writer.gguf_bytes(metadata, tensors)
     path.write_bytes(layout.data)
     widened = {name: layout.arrays[writer.gguf_name(name)] for name in state}
