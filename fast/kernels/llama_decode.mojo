@@ -14,7 +14,8 @@ core touches only once done with its own. Heads claimed from one shared
 counter moved its cache line between the cores at every claim: 3% of a
 Q4_1 token on the Zen 4. A layer's steps:
 
-0. q, k, v: the fused [q; k; v] rows times the normed stream;
+0. q, k, v: the fused [q; k; v] rows times the normed stream (and Qwen2's
+   biases added, each core to its own rows);
 1. each key/value head's key rotated, it and its value written at `start`;
 2. each key/value head's group of query heads rotated and attended over a
    run of the cached positions, a run for each core (group_attention.mojo:
