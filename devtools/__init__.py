@@ -9,6 +9,8 @@
   latent attention against grouped-query and multi-head attention).
 - `serve_bench`: `max serve` under load against the peers, one at a time.
 - `llama_peer`: llama.cpp as a peer (GGUF conversion, greedy decoding).
+- `random_llama_gguf`: a GGUF file of random weights at a larger Llama-family
+  model's shapes (Qwen2.5-0.5B's, Llama-3.2-1B's), for the `llama` bench.
 - `check_speed`: how long a learner waits for the checker, cold and warm.
 - `mutate`: automatic mutation testing of the checkers.
 - `book_outputs`: the checker's real output, written into the book.

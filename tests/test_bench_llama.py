@@ -195,3 +195,13 @@ def test_a_run_without_llama_cpp_says_why_in_the_table() -> None:
 def test_the_books_tables_are_what_the_report_makes_of_their_data(table: Path) -> None:
     data = json.loads(table.with_suffix(".json").read_text())
     assert table.read_text() == llama.report(data)
+
+
+def test_the_table_names_the_file_it_ran() -> None:
+    """A run records its source file's name, and the table's first line names
+    it; runs from before (SmolLM2's file, no name recorded) say SmolLM2's."""
+    data = json.loads((BENCH / "zen4" / "llama_gguf_decode.json").read_text())
+    data.pop("source", None)
+    assert "SmolLM2-135M-Instruct's GGUF file and llama.cpp's" in llama.report(data)
+    named = llama.report({**data, "source": "qwen.Q4_1.gguf"})
+    assert "`qwen.Q4_1.gguf` and llama.cpp's requantizations of it" in named

@@ -16,7 +16,6 @@ answers a Qwen2 file's chat prompt as transformers' model does.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -97,26 +96,18 @@ def random_state(family: Family, directory: Path) -> dict[str, np.ndarray]:
 
 
 def rope_factors(family: Family) -> np.ndarray:
-    """llama.cpp's converter's rope_freqs.weight for Llama 3's scaling: each
-    frequency's divisor (1 for short wavelengths, `factor` for long ones,
-    smoothed between)."""
-    head_dim = family.hidden // family.heads
+    """llama.cpp's converter's rope_freqs.weight for the family's Llama 3 scaling."""
+    from devtools.random_llama_gguf import llama3_factors
+
     scaling = family.llama3
-    low_wavelength = scaling["original_context"] / scaling["low_freq_factor"]
-    high_wavelength = scaling["original_context"] / scaling["high_freq_factor"]
-    factors = []
-    for i in range(0, head_dim, 2):
-        wavelength = 2 * math.pi * family.theta ** (i / head_dim)
-        if wavelength < high_wavelength:
-            factors.append(1.0)
-        elif wavelength > low_wavelength:
-            factors.append(scaling["factor"])
-        else:
-            smooth = (scaling["original_context"] / wavelength - scaling["low_freq_factor"]) / (
-                scaling["high_freq_factor"] - scaling["low_freq_factor"]
-            )
-            factors.append(1 / ((1 - smooth) / scaling["factor"] + smooth))
-    return np.asarray(factors, dtype=np.float32)
+    return llama3_factors(
+        family.hidden // family.heads,
+        family.theta,
+        scaling["factor"],
+        scaling["low_freq_factor"],
+        scaling["high_freq_factor"],
+        scaling["original_context"],
+    )
 
 
 def write_file(family: Family, kind: str, path: Path, **metadata) -> dict[str, np.ndarray]:

@@ -429,6 +429,7 @@ def measure(
     return dict(
         machine=machine.machine_line(),
         load=monitor.finish(),
+        source=path.name,
         threads=machine.usable_cpus(),
         lengths=list(lengths),
         headline=headline(lengths),

@@ -16,9 +16,11 @@ def format_report(data: dict) -> str:
 
     *most, last = [str(n) for n in data["lengths"]]
     lengths = f"{', '.join(most)} and {last}" if most else last
+    # Runs before the source was recorded were all of SmolLM2's file.
+    source = f"`{data['source']}`" if "source" in data else "SmolLM2-135M-Instruct's GGUF file"
     lines = table_head(
         data,
-        "SmolLM2-135M-Instruct's GGUF file and llama.cpp's requantizations of it, batch 1; "
+        f"{source} and llama.cpp's requantizations of it, batch 1; "
         f"a chat prompt, then {lengths} tokens greedy; "
         f"a {data['long_prompt_tokens']}-token prompt timed to its first token; "
         f"{data['threads']} threads for llama.cpp and PyTorch; "
