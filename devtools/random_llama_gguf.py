@@ -128,10 +128,11 @@ def write_random(path: Path, shape: Shape, kind: str = "q4_1") -> Path:
     writer.add_tokenizer_model("gpt2")
     writer.add_tokenizer_pre(shape.pre)
     writer.add_token_list(tokens)
-    writer.add_token_types([gguf.TokenType.NORMAL] * normal + [gguf.TokenType.CONTROL] * 3)
+    control = [gguf.TokenType.CONTROL] * len(CONTROL_TOKENS)
+    writer.add_token_types([gguf.TokenType.NORMAL] * normal + control)
     writer.add_token_merges(merges)
-    writer.add_bos_token_id(len(tokens) - 3)  # <|endoftext|>
-    writer.add_eos_token_id(len(tokens) - 1)  # <|im_end|>
+    writer.add_bos_token_id(tokens.index("<|endoftext|>"))
+    writer.add_eos_token_id(tokens.index("<|im_end|>"))
     writer.add_chat_template(CHAT_TEMPLATE)
     matrix_type = gguf.GGMLQuantizationType[kind.upper()]
     llama_peer.write_tensors(writer, random_tensors(shape), matrix_type)

@@ -16,7 +16,7 @@ answers a Qwen2 file's chat prompt as transformers' model does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -24,12 +24,15 @@ import pytest
 
 from common.checkpoint import read_safetensors
 from common.random_checkpoint import write_random_llama
+from devtools.random_llama_gguf import llama3_factors
 from tests import reference_gguf as writer
 
 BIAS_SCALE = 0.5  # q, k and v are about 0.16 without them: a path that left them out is far off
 # Llama 3's scaling with a short original context, so that it turns most of the
 # frequencies within the test's ten positions (at 8192 it would turn none there).
-LLAMA3 = dict(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_context=16)
+# As devtools/random_llama_gguf.py's Shape holds it: factor, low and high
+# frequency factors, original context.
+LLAMA3 = (8.0, 1.0, 4.0, 16)
 TOKENS = [5, 17, 250, 3, 99, 42, 7, 128, 64, 11]
 
 
@@ -43,7 +46,7 @@ class Family:
     layers: int
     theta: float
     tied: bool
-    llama3: dict = field(default_factory=dict)  # LLAMA3's keys, or none
+    llama3: tuple[float, float, float, int] | None = None  # as LLAMA3, or none
 
     def config(self) -> dict:
         """The transformers config's fields."""
@@ -60,15 +63,16 @@ class Family:
         )
 
     def rope_parameters(self) -> dict:
-        scaling = dict(self.llama3)
-        if not scaling:
+        if not self.llama3:
             return {"rope_type": "default", "rope_theta": self.theta}
-        original = scaling.pop("original_context")
+        factor, low, high, original = self.llama3
         return {
             "rope_type": "llama3",
             "rope_theta": self.theta,
+            "factor": factor,
+            "low_freq_factor": low,
+            "high_freq_factor": high,
             "original_max_position_embeddings": original,
-            **scaling,
         }
 
 
@@ -95,21 +99,6 @@ def random_state(family: Family, directory: Path) -> dict[str, np.ndarray]:
     return state
 
 
-def rope_factors(family: Family) -> np.ndarray:
-    """llama.cpp's converter's rope_freqs.weight for the family's Llama 3 scaling."""
-    from devtools.random_llama_gguf import llama3_factors
-
-    scaling = family.llama3
-    return llama3_factors(
-        family.hidden // family.heads,
-        family.theta,
-        scaling["factor"],
-        scaling["low_freq_factor"],
-        scaling["high_freq_factor"],
-        scaling["original_context"],
-    )
-
-
 def write_file(family: Family, kind: str, path: Path, **metadata) -> dict[str, np.ndarray]:
     """The family's model as a GGUF file, its matrices in `kind` (and
     `metadata` besides the model's); what each tensor stands for, by
@@ -121,8 +110,9 @@ def write_file(family: Family, kind: str, path: Path, **metadata) -> dict[str, n
     else:
         arrays = {writer.gguf_name(name): array for name, array in state.items()}
     tensors = [(name, kind if a.ndim == 2 else "F32", a) for name, a in arrays.items()]
-    if family.llama3:
-        tensors.append(("rope_freqs.weight", "F32", rope_factors(family)))
+    if family.llama3:  # the rotary factors as llama.cpp's converter writes them
+        factors = llama3_factors(family.hidden // family.heads, family.theta, *family.llama3)
+        tensors.append(("rope_freqs.weight", "F32", factors))
     arch = family.architecture
     metadata |= writer.llama_metadata(
         layers=family.layers, hidden=family.hidden, intermediate=family.inner,
