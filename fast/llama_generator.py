@@ -65,7 +65,9 @@ class FastLlamaGenerator:
         ids, first = (Buffer.zeros([1], DType.int64, cpu) for _ in range(2))
         self._decode_ids, self._decode_start = ids.to_numpy(), first.to_numpy()  # views
         self._decode_buffers = (ids, *caches, first)
-        self.decode.execute_raw(*self._decode_buffers)  # starts MAX's poller, set aside now
+        # The first call starts MAX's poller, set aside now; its logits are read
+        # only so that MAX's check of unread outputs (in `max serve`) stays quiet.
+        self.decode.execute_raw(*self._decode_buffers)[0].to_numpy()
         self.pollers_set_aside = max_runtime.demote_idle_pollers()
 
     @functools.cached_property
@@ -74,30 +76,44 @@ class FastLlamaGenerator:
         return self._model.compile(*self._prefill_types)
 
     def prompt_logits(
-        self, token_ids: Sequence[int], prompt_graph: bool | None = None
+        self,
+        token_ids: Sequence[int],
+        prompt_graph: bool | None = None,
+        caches: tuple[Buffer, Buffer] | None = None,
     ) -> np.ndarray:
-        """The last position's logits [vocab] of a prompt on an empty cache:
-        through the prompt graph if `prompt_graph`, else a token at a time
-        through the decode graph; by default by the prompt's length (from 2
-        tokens on once the prompt graph is built)."""
+        """The last position's logits [vocab] of a prompt on an empty cache
+        (the generator's, or `caches`: another sequence's key and value
+        buffers): through the prompt graph if `prompt_graph`, else a token at
+        a time through the decode graph; by default by the prompt's length
+        (from 2 tokens on once the prompt graph is built)."""
         if not token_ids:
             raise ValueError("the prompt has no tokens")
         by_length = len(token_ids) >= (2 if "prefill" in vars(self) else self.prompt_graph_from)
         if not (by_length if prompt_graph is None else prompt_graph):
             for position, token_id in enumerate(token_ids):
-                logits = self.decoded_logits(token_id, position)
+                logits = self.decoded_logits(token_id, position, caches)
             return logits
         ids = np.asarray(token_ids, dtype=np.int64)
         first = np.zeros([1], dtype=np.int64)
-        logits = self.prefill(
-            Tensor.from_dlpack(ids), self.key_cache, self.value_cache, Tensor.from_dlpack(first)
+        key, value = (
+            (self.key_cache, self.value_cache)
+            if caches is None
+            else (Tensor(storage=cache) for cache in caches)
         )
+        logits = self.prefill(Tensor.from_dlpack(ids), key, value, Tensor.from_dlpack(first))
         return np.array(logits.to_numpy())
 
-    def decoded_logits(self, token_id: int, start: int) -> np.ndarray:
+    def decoded_logits(
+        self, token_id: int, start: int, caches: tuple[Buffer, Buffer] | None = None
+    ) -> np.ndarray:
+        """The logits [vocab] after `token_id` at position `start`, its key and
+        value written there (in the generator's caches, or `caches`)."""
         self._decode_ids[0] = token_id
         self._decode_start[0] = start
-        (logits,) = self.decode.execute_raw(*self._decode_buffers)
+        buffers = self._decode_buffers
+        if caches is not None:
+            buffers = (buffers[0], *caches, buffers[-1])
+        (logits,) = self.decode.execute_raw(*buffers)
         return np.array(logits.to_numpy())
 
     def generate(self, prompt_ids: Sequence[int], max_new_tokens: int, **sampling) -> Iterator[int]:

@@ -26,6 +26,7 @@ ROOMS = [
     "steps",  # the learner's exercises and experiments
     "fast",  # the fast model
     "gpt2_serving",  # the served architecture
+    "llama_serving",  # a GGUF file served through the fast path
     "tools",  # the learner's commands
     "devtools",  # the maintainers' tools
 ]

@@ -64,9 +64,10 @@ def family_rss(pid: int) -> int:
 
 
 class Server:
-    """`python -m tools.serve` running in the background."""
+    """`python -m tools.serve TOOL_ARGS` running in the background (also
+    test_serve_gguf.py's)."""
 
-    def __init__(self, weights: Path, log: Path) -> None:
+    def __init__(self, tool_args: list[str], log: Path) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.log = log
@@ -75,8 +76,7 @@ class Server:
                 sys.executable,
                 "-m",
                 "tools.serve",
-                "--weights",
-                str(weights),
+                *tool_args,
                 "--port",
                 str(self.port),
                 "--device",
@@ -143,7 +143,9 @@ def checkpoint(tmp_path_factory) -> tuple[object, Path]:
 @pytest.fixture(scope="module")
 def server(checkpoint, tmp_path_factory):
     _, weights = checkpoint
-    running = Server(weights, tmp_path_factory.mktemp("serve") / "max-serve.log")
+    running = Server(
+        ["--weights", str(weights)], tmp_path_factory.mktemp("serve") / "max-serve.log"
+    )
     running.banner = running.wait_ready()
     yield running
     running.stop()

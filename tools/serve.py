@@ -3,7 +3,8 @@
 Starts MAX's OpenAI-compatible server with this repository's GPT-2
 architecture (the gpt2_serving package: step 18's paged-cache model), waits
 until it answers, prints how to query it, and stops it (and every process it
-started) on Ctrl-C or SIGTERM.
+started) on Ctrl-C or SIGTERM. With `--gguf FILE` it serves a Llama-family
+GGUF file through fast/'s kernels instead (the llama_serving package).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -33,8 +35,12 @@ STOP_SECONDS = 20  # a graceful stop gets this long before SIGKILL
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = ArgumentParser(prog="python -m tools.serve", description=__doc__.splitlines()[0])
     parser.add_argument("--weights", type=Path, help="a local checkpoint directory (fully offline)")
+    parser.add_argument("--model", help=f"Hugging Face model id (default {DEFAULT_MODEL})")
     parser.add_argument(
-        "--model", default=DEFAULT_MODEL, help=f"Hugging Face model id (default {DEFAULT_MODEL})"
+        "--gguf",
+        type=Path,
+        help="a Llama-family GGUF file (float32/16, Q8_0, Q4_0, Q4_1; smollm2: "
+        "SmolLM2-135M-Instruct's), served on the CPU through fast/'s kernels",
     )
     parser.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
@@ -65,21 +71,34 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         raise UsageError(f"--port must be between 1 and 65535, not {args.port}.")
     if args.max_batch_size < 1:
         raise UsageError(f"--max-batch-size must be at least 1, not {args.max_batch_size}.")
+    if args.gguf:
+        if args.weights or args.model:
+            raise UsageError(
+                "--gguf names the model to serve: give it without --weights or --model."
+            )
+        if args.device == "gpu":
+            raise UsageError("--gguf runs fast/'s CPU kernels: drop --device gpu.")
     return args
 
 
+def served_name(args: argparse.Namespace) -> str:
+    """The `model` field clients send: "gpt2", or the GGUF file's name."""
+    return args.gguf.stem if args.gguf else SERVED_NAME
+
+
 def max_serve_command(args: argparse.Namespace, directory: Path) -> list[str]:
+    architectures = "llama_serving" if args.gguf else "gpt2_serving"
     command = [
         sys.executable,
         "-m",
         "max._entrypoints.pipelines",
         "serve",
         "--custom-architectures",
-        f"{REPO}:gpt2_serving",
+        f"{REPO}:{architectures}",
         "--model",
         str(directory),
         "--served-model-name",
-        SERVED_NAME,
+        served_name(args),
         "--host",
         args.host,
         "--port",
@@ -89,6 +108,8 @@ def max_serve_command(args: argparse.Namespace, directory: Path) -> list[str]:
     ]
     if args.device:
         command += ["--devices", args.device]
+    if args.gguf:  # the model reads the file itself; MAX only opens its header
+        command += ["--weight-path", str(args.gguf.resolve())]
     return command
 
 
@@ -171,33 +192,59 @@ def wait_ready(
     raise Failure(f"{name} did not answer {base_url}{path} within {timeout:.0f} s.")
 
 
-def usage(base_url: str) -> str:
+def usage(base_url: str, name: str = SERVED_NAME) -> str:
     body = json.dumps(
         {
-            "model": SERVED_NAME,
+            "model": name,
             "prompt": "The meaning of life is",
             "max_tokens": 20,
             "temperature": 0,
         }
     )
     return f"""
-Ready: GPT-2 answers at {base_url}/v1 (OpenAI-compatible). Try:
+Ready: {"GPT-2" if name == SERVED_NAME else name} answers at {base_url}/v1 (OpenAI-compatible). Try:
 
   curl -s {base_url}/v1/completions -H 'Content-Type: application/json' \\
     -d '{body}'
 
   python -c "from openai import OpenAI; c = OpenAI(base_url='{base_url}/v1', api_key='none'); \\
-print(c.completions.create(model='{SERVED_NAME}', prompt='The meaning of life is', max_tokens=20, temperature=0).choices[0].text)"
+print(c.completions.create(model='{name}', prompt='The meaning of life is', max_tokens=20, temperature=0).choices[0].text)"
 
 Ctrl-C stops the server.
 """
 
 
+def gguf_folder(gguf: Path, folder: Path) -> Path:
+    """The folder of config and tokenizer files MAX reads for a GGUF file."""
+    from llama_serving.folder import write_model_folder
+    from solutions.solution_29 import GGUFError
+
+    try:
+        write_model_folder(gguf, folder)
+    except GGUFError as error:
+        raise Failure(str(error)) from None
+    return folder
+
+
 def run(args: argparse.Namespace) -> None:
-    directory = checkpoint.resolve(args.weights, args.model)
+    with tempfile.TemporaryDirectory(prefix="serve-gguf-") as scratch:
+        if args.gguf:
+            from tools.generate_files import gguf_file
+
+            args.gguf = gguf_file(args.gguf)
+            directory = gguf_folder(args.gguf, Path(scratch))
+        else:
+            directory = checkpoint.resolve(args.weights, args.model or DEFAULT_MODEL)
+        serve(args, directory)
+
+
+def serve(args: argparse.Namespace, directory: Path) -> None:
     base_url = f"http://{args.host}:{args.port}"
     log = open(args.log, "w") if args.log else (subprocess.DEVNULL if args.quiet else None)
-    print(f"Starting max serve with {directory} (loading and compiling: minutes the first time)...")
+    print(
+        f"Starting max serve with {args.gguf or directory} "
+        "(loading and compiling: minutes the first time)..."
+    )
     server = start(max_serve_command(args, directory), log)
 
     def terminate(signum, frame):
@@ -210,7 +257,7 @@ def run(args: argparse.Namespace) -> None:
             note="minutes on a machine's first start, about a minute from MAX's cache",
         ):
             wait_ready(server, base_url, args.startup_timeout)
-        print(usage(base_url), flush=True)
+        print(usage(base_url, served_name(args)), flush=True)
         server.wait()
         raise Failure(f"max serve exited with status {server.returncode}.")
     finally:
