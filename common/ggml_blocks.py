@@ -4,7 +4,9 @@ A tensor info names its block type by a number (ggml.h's `ggml_type`);
 `GGML_TYPES` names them all, and `BLOCK_FORMATS` holds the ones step 29's
 reader widens: float32, float16 and bfloat16 (step 23), Q8_0 (step 27),
 Q4_0 and Q4_1 (step 28). Steps 27 and 28 dequantize in the graph; a file's
-reader widens in NumPy, once, when it loads a tensor.
+reader widens in NumPy, once, when it loads a tensor. `Q6_K` is not step 29's:
+llama.cpp's quantizer writes a Q4 model's head in it, and fast/llama.py reads
+it as Q8_0 blocks made from its numbers.
 """
 
 from __future__ import annotations
@@ -77,3 +79,25 @@ BLOCK_FORMATS = {
     "Q4_0": BlockFormat(BLOCK, 2 + HALF, widen_q4_0),
     "Q4_1": BlockFormat(BLOCK, 4 + HALF, widen_q4_1),
 }
+
+
+def widen_q6_k(blocks: np.ndarray) -> np.ndarray:
+    """ggml's Q6_K: 256 numbers a block, 16 runs of 16 each with an int8
+    scale, times a float16 d at the block's end. A level (0 to 63, centred on
+    32) is 4 low bits from `ql` (128 bytes) and 2 high bits from `qh` (64
+    bytes). Each half of the block (128 numbers) takes 64 bytes of ql and 32
+    of qh: number l (< 32) of its four quarters has its low bits in ql[l]'s
+    low nibble, ql[l + 32]'s low nibble, ql[l]'s high one and ql[l + 32]'s
+    high one, and its high bits in qh[l]'s bit pairs 0, 1, 2 and 3."""
+    ql = blocks[:, :128].reshape(-1, 2, 2, 32)  # [block, half, first/second 32, l]
+    qh = blocks[:, 128:192].reshape(-1, 2, 1, 32)
+    scales = blocks[:, 192:208].view(np.int8).astype(np.float32)
+    d = as_float16(blocks[:, 208:210])
+    low = np.concatenate([ql & 0x0F, ql >> 4], axis=2)  # quarters 0, 1, 2, 3
+    high = (qh >> np.array([0, 2, 4, 6], np.uint8).reshape(1, 1, 4, 1)) & 3
+    levels = (low | (high << 4)).astype(np.float32) - 32  # [block, half, quarter, l]
+    runs = levels.reshape(-1, 16, 16) * scales.reshape(-1, 16, 1)
+    return (runs.reshape(len(blocks), 256) * d).astype(np.float32)
+
+
+Q6_K = BlockFormat(256, 210, widen_q6_k)

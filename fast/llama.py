@@ -60,6 +60,9 @@ from solutions.solution_21 import LlamaConfig
 BLOCK_KINDS = ("Q8_0", "Q4_0", "Q4_1")
 ROW_DTYPES = {"F32": DType.float32, "BF16": DType.bfloat16}
 WIDENED = ("F16",)  # widened to float32 when loaded (norms and small tensors)
+# Read as another block type our kernels multiply: llama.cpp's quantizer writes
+# a Q4 model's head (or tied embedding) in Q6_K, which they do not read.
+REBLOCKED = {"Q6_K": "Q8_0"}
 ARCHITECTURES = ("llama", "qwen2")
 
 

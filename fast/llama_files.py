@@ -20,12 +20,13 @@ from max.driver import Buffer
 from max.dtype import DType
 from max.experimental import functional as F
 
-from common.ggml_blocks import BLOCK_FORMATS, HALF
+from common.ggml_blocks import BLOCK_FORMATS, HALF, Q6_K
 from fast.llama import (
     ARCHITECTURES,
     BLOCK_KINDS,
     LAYER_NAMES,
     LAYER_TENSORS,
+    REBLOCKED,
     ROW_DTYPES,
     WIDENED,
     FastLlama,
@@ -110,12 +111,14 @@ def fast_config(gguf: GGUFFile) -> FastLlamaConfig:
                 raise GGUFError(f"{gguf.path} has no blk.{index}.{name}.weight.")
             kinds[f"blk.{index}.{name}"] = info.kind
     for name, kind in kinds.items():
-        if kind not in BLOCK_KINDS and kind not in ROW_DTYPES and kind not in WIDENED:
+        if kind not in (*BLOCK_KINDS, *ROW_DTYPES, *WIDENED, *REBLOCKED):
             raise GGUFError(
                 f"{gguf.path}: {name} is {kind}; the fast path reads "
-                f"{', '.join((*BLOCK_KINDS, *ROW_DTYPES, *WIDENED))}."
+                f"{', '.join((*BLOCK_KINDS, *ROW_DTYPES, *WIDENED))} (and {', '.join(REBLOCKED)} "
+                "as Q8_0)."
             )
-    return replace(config, kinds=kinds)
+    # What the model holds: a reblocked matrix as the type it is read as.
+    return replace(config, kinds={name: REBLOCKED.get(k, k) for name, k in kinds.items()})
 
 
 def inv_freq(config: FastLlamaConfig) -> np.ndarray:
@@ -133,6 +136,8 @@ def stored(gguf: GGUFFile, name: str) -> np.ndarray:
     row_bytes], float32 or bfloat16 rows as they are (bfloat16 as its bits),
     float16 widened to float32; a vector as float32."""
     info = gguf.tensors[name]
+    if info.kind == "Q6_K":
+        return q6_k_as_q8_0(gguf, name)
     if info.kind in BLOCK_KINDS or info.kind == "BF16":
         # Step 29's reader has checked that these bytes lie inside the file.
         rows = math.prod(info.shape[:-1]) if len(info.shape) > 1 else 1
@@ -140,6 +145,38 @@ def stored(gguf: GGUFFile, name: str) -> np.ndarray:
         raw = np.frombuffer(gguf.data, np.uint8, size, info.offset).reshape(rows, -1)
         return raw.view(np.uint16) if info.kind == "BF16" else raw
     return gguf.array(name)
+
+
+ROWS_AT_ONCE = 4096  # a Q6_K matrix's rows widened to float32 at a time (memory)
+
+
+def q6_k_as_q8_0(gguf: GGUFFile, name: str) -> np.ndarray:
+    """A Q6_K matrix as Q8_0 blocks [rows, row_bytes]: its numbers (widened
+    from the file's blocks) rounded again, 32 at a time, to 8 bits. A Q8_0
+    step is a block's largest number over 127, about a quarter of a Q6_K one
+    (a run of 16's largest over 32), and the matrix reads 8.5 bits a number
+    instead of 6.56."""
+    from solutions.solution_27 import quantize_q8_0
+
+    info = gguf.tensors[name]
+    columns, rows = info.shape[-1], math.prod(info.shape[:-1])
+    if columns % Q6_K.count:
+        raise GGUFError(f"{gguf.path}: {name} is Q6_K with rows of {columns} numbers.")
+    per_row = columns // Q6_K.count
+    size = rows * per_row * Q6_K.size
+    if info.offset + size > len(gguf.data):
+        raise GGUFError(f"{gguf.path}: {name}'s Q6_K blocks run past the file's end.")
+    raw = np.frombuffer(gguf.data, np.uint8, size, info.offset).reshape(rows, per_row, Q6_K.size)
+    out = np.empty(
+        (rows, columns // BLOCK_FORMATS["Q8_0"].count, BLOCK_FORMATS["Q8_0"].size), np.uint8
+    )
+    for start in range(0, rows, ROWS_AT_ONCE):
+        part = raw[start : start + ROWS_AT_ONCE]
+        numbers = Q6_K.widen(part.reshape(-1, Q6_K.size)).reshape(len(part), columns)
+        scales, values = quantize_q8_0(numbers)
+        out[start : start + len(part), :, :2] = scales[..., None].view(np.uint8)
+        out[start : start + len(part), :, 2:] = values.view(np.uint8)
+    return out.reshape(rows, -1)
 
 
 def load_gguf(source: Path | str | GGUFFile) -> FastLlama:

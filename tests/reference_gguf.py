@@ -32,9 +32,12 @@ FIXED.update({U64: "Q", I64: "q", F64: "d"})
 
 # ggml's block types: their number in a tensor info, and (numbers, bytes) a block.
 TYPE_NUMBER = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q5_0": 6, "Q8_0": 8, "Q4_K": 12}
+TYPE_NUMBER["Q6_K"] = 14
 TYPE_NUMBER["BF16"] = 30
 BLOCK_SIZE = {"F32": (1, 4), "F16": (1, 2), "BF16": (1, 2), "Q8_0": (32, 34)}
 BLOCK_SIZE.update({"Q4_0": (32, 18), "Q4_1": (32, 20), "Q5_0": (32, 22), "Q4_K": (256, 144)})
+BLOCK_SIZE["Q6_K"] = (256, 210)
+Q6_K_SCALE = 2.5e-5  # each Q6_K block's d: its numbers within 32 * 127 * d = 0.1
 READ = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1")  # the types step 29 reads
 
 
@@ -91,7 +94,16 @@ def block_bytes(kind: str, array: np.ndarray, rng=None) -> tuple[bytes, np.ndarr
         return quant.q4_1_bytes(*blocks).tobytes(), quant.dequantize_q4_1(*blocks)
     numbers, size = BLOCK_SIZE[kind]
     rng = rng or np.random.default_rng(0)
-    return rng.integers(0, 256, rows.size // numbers * size, dtype=np.uint8).tobytes(), None
+    raw = rng.integers(0, 256, (rows.size // numbers, size), dtype=np.uint8)
+    if kind != "Q6_K":
+        return raw.tobytes(), None
+    # Random levels and scales, each block's d (its last 2 bytes) a float16 of
+    # Q6_K_SCALE; what they stand for as the gguf package widens them (the oracle).
+    import gguf
+
+    raw[:, -2:] = np.full(len(raw), Q6_K_SCALE, "<f2").view(np.uint8).reshape(-1, 2)
+    widened = gguf.quants.dequantize(raw.reshape(-1), gguf.GGMLQuantizationType.Q6_K)
+    return raw.tobytes(), widened.reshape(rows.shape).astype(np.float32)
 
 
 @dataclass

@@ -8,9 +8,10 @@ rope_freqs.weight of factors), and its logits are checked against
 transformers' model on the numbers the file's blocks stand for: every
 position of a prompt fed a token at a time (a decoded token's layers in one
 call of llama_decode.mojo), then the prompt at once (MAX's operations around
-our projections). Two of the files have the widths of real models, with
-fewer layers: Qwen2.5-0.5B's (896 wide, 14 query heads to 2 key/value heads)
-and Llama-3.2-1B's (2048 wide, 8192 inner). And `generate --gguf --chat`
+our projections). Three of the files have the widths of real models, with
+fewer layers: Qwen2.5-0.5B's (896 wide, 14 query heads to 2 key/value heads),
+Llama-3.2-1B's (2048 wide, 8192 inner) and SmolLM2-360M's (960 wide, 15
+query heads to 5). And `generate --gguf --chat`
 answers a Qwen2 file's chat prompt as transformers' model does.
 """
 
@@ -26,6 +27,7 @@ from common.checkpoint import read_safetensors
 from common.random_checkpoint import write_random_llama
 from devtools.random_llama_gguf import llama3_factors
 from tests import reference_gguf as writer
+from tests import reference_quant as quant
 
 BIAS_SCALE = 0.5  # q, k and v are about 0.16 without them: a path that left them out is far off
 # Llama 3's scaling with a short original context, so that it turns most of the
@@ -82,6 +84,8 @@ FAMILIES = {
     "Llama-3.2-1B's widths": Family(
         "llama", 2048, 8192, 32, 8, layers=1, theta=10000.0, tied=True, llama3=LLAMA3
     ),
+    # Five key/value heads of three queries each: an odd count to share between two cores.
+    "SmolLM2-360M's widths": Family("llama", 960, 2560, 15, 5, layers=2, theta=1e5, tied=True),
 }
 
 
@@ -99,17 +103,24 @@ def random_state(family: Family, directory: Path) -> dict[str, np.ndarray]:
     return state
 
 
-def write_file(family: Family, kind: str, path: Path, **metadata) -> dict[str, np.ndarray]:
-    """The family's model as a GGUF file, its matrices in `kind` (and
-    `metadata` besides the model's); what each tensor stands for, by
-    transformers' names (the blocks widened)."""
+def write_file(
+    family: Family, kind: str, path: Path, head: str | None = None, **metadata
+) -> dict[str, np.ndarray]:
+    """The family's model as a GGUF file, its matrices in `kind` (its token
+    embedding, the tied head, in `head` if given) and `metadata` besides the
+    model's; what each tensor stands for, by transformers' names (the blocks
+    widened; a Q6_K head as the Q8_0 blocks the fast path makes of it, which
+    test_fast_llama.py checks against the Q6_K numbers)."""
     state = random_state(family, path.parent / f"{path.stem}_checkpoint")
     if family.architecture == "llama":  # q's and k's rows permuted, as the converter does
         stored = writer.llama_tensors(state, heads=family.heads, kv_heads=family.kv_heads)
         arrays = {name: array for name, _, array in stored}
     else:
         arrays = {writer.gguf_name(name): array for name, array in state.items()}
-    tensors = [(name, kind if a.ndim == 2 else "F32", a) for name, a in arrays.items()]
+    kinds = {name: kind if a.ndim == 2 else "F32" for name, a in arrays.items()}
+    if head:
+        kinds["token_embd.weight"] = head
+    tensors = [(name, kinds[name], a) for name, a in arrays.items()]
     if family.llama3:  # the rotary factors as llama.cpp's converter writes them
         factors = llama3_factors(family.hidden // family.heads, family.theta, *family.llama3)
         tensors.append(("rope_freqs.weight", "F32", factors))
@@ -127,6 +138,9 @@ def write_file(family: Family, kind: str, path: Path, **metadata) -> dict[str, n
         for part, heads in (("q_proj", family.heads), ("k_proj", family.kv_heads)):
             for name in [n for n in widened if f".{part}." in n]:
                 widened[name] = writer.converter_unpermute(widened[name], heads)
+    if head == "Q6_K":  # the fast path holds its numbers rounded again, to Q8_0
+        embedding = "model.embed_tokens.weight"
+        widened[embedding] = quant.dequantize_q8_0(*quant.quantize_q8_0(widened[embedding]))
     return widened
 
 
@@ -161,6 +175,10 @@ CASES = [
     ("qwen2", "Q4_1", 4e-3),
     ("Qwen2.5-0.5B's widths", "Q4_1", 4e-3),
     ("Llama-3.2-1B's widths", "Q8_0", 4e-3),
+    ("SmolLM2-360M's widths", "Q4_0", 4e-3),
+    # As llama.cpp's quantizer writes a Q4 model 2048 wide: its tied head in
+    # Q6_K, which the fast path reads as Q8_0 blocks made from its numbers.
+    ("Llama-3.2-1B's widths", "Q4_0 with a Q6_K head", 4e-3),
 ]
 
 
@@ -168,8 +186,9 @@ CASES = [
 def test_the_fast_model_computes_transformers_logits(tmp_path, family, kind, tolerance):
     from fast import llama
 
+    kind, _, head = kind.partition(" with a ")
     path = tmp_path / f"{kind}.gguf"
-    widened = write_file(FAMILIES[family], kind, path)
+    widened = write_file(FAMILIES[family], kind, path, head=head.removesuffix(" head") or None)
     model = llama.load_gguf(path)
     assert model.config.attention_bias == (FAMILIES[family].architecture == "qwen2")
     assert model.one_block_kind() == kind, "a decoded token's layers are not one call"

