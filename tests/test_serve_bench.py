@@ -3,6 +3,8 @@ command line (the full run starts a server: `python -m devtools.serve_bench`).""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from devtools.serve_bench import report
@@ -92,7 +94,14 @@ def test_the_report_names_the_machine_and_gives_the_ratios() -> None:
 
 @pytest.mark.parametrize(
     "argv",
-    [["--concurrency", "0"], ["--max-tokens", "1"], ["--bogus"], ["--weights", "/nonexistent"]],
+    [
+        ["--concurrency", "0"],
+        ["--max-tokens", "1"],
+        ["--bogus"],
+        ["--weights", "/nonexistent"],
+        ["--gguf", "smollm2", "--weights", "/nonexistent"],
+        ["--gguf", "smollm2", "--device", "gpu"],
+    ],
 )
 def test_bad_input_is_a_usage_error(argv: list[str], capsys: pytest.CaptureFixture) -> None:
     assert main(argv) == 2
@@ -115,3 +124,46 @@ def test_llama_server_answers_every_level_on_the_tiny_fixture(tmp_path) -> None:
     assert [level["concurrency"] for level in measured["levels"]] == [1, 2]
     for level in measured["levels"]:
         assert level["tokens"] == level["requests"] * 4, level
+
+
+def test_the_gguf_report_gives_each_levels_ratio_to_llama_cpp() -> None:
+    from devtools.serve_bench.gguf import report_table
+
+    data = {
+        "machine": "a test machine",
+        "file": "model.Q4_1.gguf",
+        "file_mb": 98,
+        "max_tokens": 32,
+        "server": [level(1, 150.0), level(4, 240.0)],
+        "llama_server": {"levels": [level(1, 100.0), level(4, 120.0)]},
+        "fast": level(1, 200.0),
+    }
+    text = report_table(data)
+    assert "`model.Q4_1.gguf` (98 MB)" in text and "Measured on a test machine" in text
+    assert (
+        "1 at once, max serve against llama.cpp's server: 150.0 vs 100.0 tokens/s (1.50x)." in text
+    )
+    assert (
+        "4 at once, max serve against llama.cpp's server: 240.0 vs 120.0 tokens/s (2.00x)." in text
+    )
+    assert "without a server: 150.0 vs 200.0 tokens/s (0.75x)." in text
+
+
+def test_the_gguf_mode_measures_every_contender_on_smollm2(tmp_path) -> None:
+    """`--gguf smollm2` end to end, when llama.cpp and SmolLM2's file are
+    installed: max serve and llama.cpp's server at every level, every request
+    given all its tokens, and the table written where --out says."""
+    from common import smollm2
+    from devtools import llama_peer
+
+    why = llama_peer.missing() or (None if smollm2.gguf_path() else smollm2.INSTALL)
+    if why:
+        pytest.skip(why)
+    argv = ["--gguf", "smollm2", "--concurrency", "1", "2", "--requests", "2", "--max-tokens", "4"]
+    assert main([*argv, "--out", str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "serve_gguf.json").read_text())
+    for contender in (data["server"], data["llama_server"]["levels"]):
+        assert [row["concurrency"] for row in contender] == [1, 2]
+        assert all(row["tokens"] == row["requests"] * 4 for row in contender), contender
+    assert data["fast"]["tokens"] == 2 * 4
+    assert "max serve against llama.cpp's server" in (tmp_path / "serve_gguf.md").read_text()

@@ -24,4 +24,10 @@ Each level reports throughput (generated tokens/s over the wall time), time
 to first token (TTFT) and inter-token latency (ITL), median and 99th
 percentile (`report.py` writes docs/src/bench/serve.md, serve.json and
 serve.png).
+
+    python -m devtools.serve_bench --gguf FILE|smollm2 [--out DIR]
+
+serves a Llama-family GGUF file instead: `max serve` through fast/'s kernels
+against llama.cpp's server on the same file, and fast/llama.py on one stream
+(`gguf.py`; serve_gguf.md and serve_gguf.json in --out).
 """

@@ -23,6 +23,12 @@ GPT2_124M = dict(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_h
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = ArgumentParser(prog="python -m devtools.serve_bench", description=__doc__)
     parser.add_argument("--weights", type=Path, help="a checkpoint (default: 124M-shaped, local)")
+    parser.add_argument(
+        "--gguf",
+        type=Path,
+        help="a Llama-family GGUF file (or smollm2): max serve through fast/'s kernels "
+        "against llama.cpp's server on it (gguf.py)",
+    )
     parser.add_argument("--device", choices=["cpu", "gpu"], default=None)
     parser.add_argument(
         "--concurrency", type=int, nargs="+", default=[1, 4, 16, 64], help="levels to measure"
@@ -37,6 +43,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if min(args.concurrency) < 1 or args.requests < 1 or args.max_tokens < 2:
         raise UsageError("--concurrency and --requests take positive numbers, --max-tokens >= 2.")
+    if args.gguf and (args.weights or args.device == "gpu"):
+        raise UsageError("--gguf serves the file on the CPU: drop --weights and --device gpu.")
     return args
 
 
@@ -93,12 +101,31 @@ def write(data: dict, args: argparse.Namespace) -> None:
     print(report.table(data))
 
 
+def run_gguf(args: argparse.Namespace) -> None:
+    """--gguf: measure, then write serve_gguf.md and .json in --out."""
+    from devtools.serve_bench import gguf
+    from tools.generate_files import gguf_file
+
+    with tempfile.TemporaryDirectory() as folder:
+        data = gguf.run(args, gguf_file(args.gguf), Path(folder))
+    args.out.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(data, indent=2) + "\n"
+    (args.out / "serve_gguf.json").write_text(text)
+    if args.json:
+        args.json.write_text(text)
+    (args.out / "serve_gguf.md").write_text(gguf.report_table(data))
+    print(gguf.report_table(data))
+
+
 def main(argv: list[str] | None = None) -> int:
     max_runtime.prepare()
 
     def measure_and_write() -> None:
         args = parse_args(argv)
-        write(run(args), args)
+        if args.gguf:
+            run_gguf(args)
+        else:
+            write(run(args), args)
 
     return exit_status(measure_and_write)
 

@@ -26,7 +26,7 @@ from devtools.serve_bench.load import PROMPTS, completion_body, run_level, token
 from tools.serve import SERVED_NAME, free_port, start, stop, wait_ready
 
 
-def server_command(gguf: Path, port: int, threads: int) -> list[str]:
+def server_command(gguf: Path, port: int, threads: int, name: str = SERVED_NAME) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -34,7 +34,7 @@ def server_command(gguf: Path, port: int, threads: int) -> list[str]:
         "--model",
         str(gguf),
         "--model_alias",
-        SERVED_NAME,
+        name,
         "--host",
         "127.0.0.1",
         "--port",
@@ -51,29 +51,45 @@ def server_command(gguf: Path, port: int, threads: int) -> list[str]:
 def measure(
     directory: Path, scratch: Path, levels: list[int], requests: int, max_tokens: int
 ) -> dict:
-    """Every level against llama.cpp's server, or why it was skipped."""
+    """Every level against llama.cpp's server on the checkpoint's weights
+    (written as an f32 GGUF file), or why it was skipped."""
     why = llama_peer.missing()
     if why:
         return {"skipped": why}
     gguf = llama_peer.write_gguf(directory, scratch / "gpt2-f32.gguf", "f32")
+    return measure_file(gguf, scratch, levels, requests, max_tokens)
+
+
+def measure_file(
+    gguf: Path,
+    scratch: Path,
+    levels: list[int],
+    requests: int,
+    max_tokens: int,
+    name: str = SERVED_NAME,
+) -> dict:
+    """Every level against llama.cpp's server on the GGUF file `gguf`, whose
+    requests name the model `name`; or why it was skipped."""
+    why = llama_peer.missing()
+    if why:
+        return {"skipped": why}
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
-    # GPT-2's end-of-text may come early from random weights: min_tokens
-    # makes every request generate max_tokens, as ignore_eos does for MAX.
+    # An end-of-text may come early (random weights, or a trained model's
+    # answer): min_tokens makes every request generate max_tokens, as
+    # ignore_eos does for MAX.
     extra = {"min_tokens": max_tokens}
     with open(scratch / "llama-server.log", "w") as log:
-        server = start(server_command(gguf, port, usable_cpus()), log)
+        server = start(server_command(gguf, port, usable_cpus(), name), log)
         try:
             wait_ready(server, base_url, 300, path="/v1/models", name="llama.cpp's server")
-            token_arrivals(base_url, completion_body(SERVED_NAME, PROMPTS[0], 4))  # warm-up
+            token_arrivals(base_url, completion_body(name, PROMPTS[0], 4))  # warm-up
             measured = []
             for concurrency in levels:
                 with progress(f"llama.cpp's server: concurrency {concurrency}"):
                     count = max(requests, 2 * concurrency)
                     measured.append(
-                        run_level(
-                            base_url, SERVED_NAME, concurrency, count, max_tokens, extra, False
-                        )
+                        run_level(base_url, name, concurrency, count, max_tokens, extra, False)
                     )
         finally:
             stop(server)

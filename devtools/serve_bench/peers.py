@@ -99,6 +99,12 @@ def fast_single_stream(directory: Path, max_tokens: int, requests: int) -> dict:
 
     generator = fast_gpt2.FastGenerator(fast_gpt2.load(directory))
     encoded = [Tokenizer(directory).encode(prompt) for prompt in PROMPTS]
+    return one_stream(generator, encoded, max_tokens, requests)
+
+
+def one_stream(generator, encoded: list[list[int]], max_tokens: int, requests: int) -> dict:
+    """`requests` greedy generations of `max_tokens` by `generator` (a fast
+    path's), one after another, the prompts `encoded` in turn."""
     list(generator.generate(encoded[0], 4, do_sample=False))  # compiles, warms up
     arrivals, started = [], time.perf_counter()
     for i in range(requests):
