@@ -289,7 +289,9 @@ def test_the_execution_log_splits_a_token_between_model_and_pipeline(checkpoint,
     request: the bench's split of a token's time."""
     _, weights = checkpoint
     port = free_port()
-    serve_args = argparse.Namespace(host="127.0.0.1", port=port, max_batch_size=16, device="cpu")
+    serve_args = argparse.Namespace(
+        host="127.0.0.1", port=port, max_batch_size=16, device="cpu", gguf=None
+    )
     base_url, execution_log = f"http://127.0.0.1:{port}", tmp_path / "executions.log"
     with open(tmp_path / "max-serve.log", "w") as log:
         process = start_timed(serve_args, weights, log, execution_log)

@@ -79,7 +79,11 @@ def measure_server(args: argparse.Namespace, directory: Path, scratch: Path) -> 
     """Start the server, measure every level (and the cross-check), stop it."""
     port = free_port()
     serve_args = argparse.Namespace(
-        host="127.0.0.1", port=port, max_batch_size=max(args.concurrency), device=args.device
+        host="127.0.0.1",
+        port=port,
+        max_batch_size=max(args.concurrency),
+        device=args.device,
+        gguf=None,
     )
     base_url = f"http://127.0.0.1:{port}"
     log_path, execution_log = scratch / "max-serve.log", scratch / "executions.log"
