@@ -17,12 +17,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 pytest.importorskip("max.serve", reason="needs max[serve]")
-pytest.importorskip("openai", reason="needs the openai client")
+openai = pytest.importorskip("openai", reason="needs the openai client")
 pytest.importorskip("psutil")
 
 from common import smollm2  # noqa: E402
 from tests.fixtures import run_tool  # noqa: E402
-from tests.test_serve import Server, openai_client  # noqa: E402
+from tests.test_serve import STARTUP_SECONDS, Server, family_rss, openai_client  # noqa: E402
 
 GGUF = smollm2.gguf_path()
 pytestmark = pytest.mark.skipif(GGUF is None, reason=f"needs SmolLM2's file: {smollm2.INSTALL}")
@@ -62,6 +62,14 @@ def fast_greedy(fast, prompt: str, max_tokens: int, *, stop_at_end: bool = False
 def server(tmp_path_factory):
     running = Server(["--gguf", str(GGUF)], tmp_path_factory.mktemp("serve") / "max-serve.log")
     running.banner = running.wait_ready()
+    # The first prompt of 64 tokens or more builds the prompt graph (minutes
+    # when the kernels' cache is cold): once here, within the startup's bound.
+    warm = openai.OpenAI(base_url=f"{running.base_url}/v1", api_key="none", timeout=STARTUP_SECONDS)
+    try:
+        warm.completions.create(model=NAME, prompt=LONG, max_tokens=1, temperature=0)
+    except openai.OpenAIError as error:
+        running.stop()
+        pytest.fail(f"the server did not answer a first long prompt: {error}\n{running.log_tail()}")
     yield running
     running.stop()
 
@@ -107,6 +115,23 @@ def test_prompts_sent_together_answer_as_alone(client, fast) -> None:
     assert together == alone
     for (prompt, n), text in zip(PROMPTS, alone, strict=True):
         assert text == fast_greedy(fast, prompt, n).rstrip("\ufffd"), prompt
+
+
+def test_an_ended_request_gives_its_caches_back(server, client) -> None:
+    """A chat request without max_tokens may run to the context's end, so its
+    caches are sized for all 8,192 positions (189 MB for SmolLM2); the model
+    frees them when MAX releases the request. Kept, six would hold 1.1 GB."""
+
+    def ask() -> None:
+        messages = [{"role": "user", "content": QUESTION}]
+        client.chat.completions.create(model=NAME, messages=messages, temperature=0)
+
+    ask()  # allocations that stay
+    before = family_rss(server.process.pid)
+    for _ in range(6):
+        ask()
+    growth = family_rss(server.process.pid) - before
+    assert growth < 256 * 2**20, f"the server grew by {growth / 2**20:.0f} MiB"
 
 
 def test_sigterm_stops_the_server_and_every_worker(server) -> None:
