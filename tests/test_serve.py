@@ -244,11 +244,19 @@ def test_streamed_chunks_concatenate_to_the_completion(client) -> None:
     assert "".join(pieces) == whole
 
 
+def alone_then_together(complete, client, prompts: list[tuple[str, int]]) -> list[str]:
+    """Each (prompt, max_tokens) completed alone, then all sent at once: the
+    answers alone, once the answers together are checked to be the same
+    (also test_serve_gguf.py's)."""
+    alone = [complete(client, prompt, n) for prompt, n in prompts]
+    with ThreadPoolExecutor(max_workers=len(prompts)) as pool:
+        together = list(pool.map(lambda job: complete(client, *job), prompts))
+    assert together == alone
+    return alone
+
+
 def test_concurrent_requests_do_not_mix(client, checkpoint) -> None:
-    solo = [complete(client, prompt, n) for prompt, n in PROMPTS]
-    with ThreadPoolExecutor(max_workers=len(PROMPTS)) as pool:
-        together = list(pool.map(lambda job: complete(client, *job), PROMPTS))
-    assert together == solo
+    solo = alone_then_together(complete, client, PROMPTS)
     # ... and each is the model's own greedy continuation.
     for (prompt, n), text in zip(PROMPTS, solo, strict=True):
         assert text == transformers_greedy(checkpoint, prompt, n).rstrip("\ufffd"), prompt

@@ -12,8 +12,6 @@ more goes through the prompt graph). One server for the module, on
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
 
 pytest.importorskip("max.serve", reason="needs max[serve]")
@@ -22,7 +20,13 @@ pytest.importorskip("psutil")
 
 from common import smollm2  # noqa: E402
 from tests.fixtures import run_tool  # noqa: E402
-from tests.test_serve import STARTUP_SECONDS, Server, family_rss, openai_client  # noqa: E402
+from tests.test_serve import (  # noqa: E402
+    STARTUP_SECONDS,
+    Server,
+    alone_then_together,
+    family_rss,
+    openai_client,
+)
 
 GGUF = smollm2.gguf_path()
 pytestmark = pytest.mark.skipif(GGUF is None, reason=f"needs SmolLM2's file: {smollm2.INSTALL}")
@@ -109,10 +113,7 @@ def test_a_chat_answer_is_the_fast_paths_greedy_answer(client, fast) -> None:
 
 
 def test_prompts_sent_together_answer_as_alone(client, fast) -> None:
-    alone = [complete(client, prompt, n) for prompt, n in PROMPTS]
-    with ThreadPoolExecutor(max_workers=len(PROMPTS)) as pool:
-        together = list(pool.map(lambda job: complete(client, *job), PROMPTS))
-    assert together == alone
+    alone = alone_then_together(complete, client, PROMPTS)
     for (prompt, n), text in zip(PROMPTS, alone, strict=True):
         assert text == fast_greedy(fast, prompt, n).rstrip("\ufffd"), prompt
 
