@@ -65,9 +65,7 @@ class FastLlamaGenerator:
         ids, first = (Buffer.zeros([1], DType.int64, cpu) for _ in range(2))
         self._decode_ids, self._decode_start = ids.to_numpy(), first.to_numpy()  # views
         self._decode_buffers = (ids, *caches, first)
-        # The first call starts MAX's poller, set aside now; its logits are read
-        # only so that MAX's check of unread outputs (in `max serve`) stays quiet.
-        self.decode.execute_raw(*self._decode_buffers)[0].to_numpy()
+        self.decode.execute_raw(*self._decode_buffers)  # starts MAX's poller, set aside now
         self.pollers_set_aside = max_runtime.demote_idle_pollers()
 
     @functools.cached_property
