@@ -227,15 +227,14 @@ def gguf_folder(gguf: Path, folder: Path) -> Path:
 
 
 def run(args: argparse.Namespace) -> None:
-    with tempfile.TemporaryDirectory(prefix="serve-gguf-") as scratch:
-        if args.gguf:
-            from tools.generate_files import gguf_file
+    if not args.gguf:
+        serve(args, checkpoint.resolve(args.weights, args.model or DEFAULT_MODEL))
+        return
+    from tools.generate_files import gguf_file
 
-            args.gguf = gguf_file(args.gguf)
-            directory = gguf_folder(args.gguf, Path(scratch))
-        else:
-            directory = checkpoint.resolve(args.weights, args.model or DEFAULT_MODEL)
-        serve(args, directory)
+    args.gguf = gguf_file(args.gguf)
+    with tempfile.TemporaryDirectory(prefix="serve-gguf-") as scratch:  # the server's lifetime
+        serve(args, gguf_folder(args.gguf, Path(scratch)))
 
 
 def serve(args: argparse.Namespace, directory: Path) -> None:

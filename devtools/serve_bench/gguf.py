@@ -37,16 +37,13 @@ LLAMA = "llama.cpp's server (llama-cpp-python, the same file)"
 FAST = "ours, fast/llama.py, one stream (no server)"
 
 
-def measure_server(args: argparse.Namespace, gguf: Path, scratch: Path) -> list[dict]:
-    """`max serve --gguf` up, every level measured, the server stopped."""
-    port = free_port()
-    serve_args = argparse.Namespace(
-        host="127.0.0.1", port=port, max_batch_size=max(args.concurrency), device=None, gguf=gguf
-    )
+def measure_server(args: argparse.Namespace, serve_args: argparse.Namespace, scratch: Path):
+    """`max serve --gguf` (tools.serve's `serve_args`) up, every level
+    measured, the server stopped."""
     folder = scratch / "model"
     folder.mkdir()
-    command = max_serve_command(serve_args, gguf_folder(gguf, folder))
-    base_url, name = f"http://127.0.0.1:{port}", served_name(serve_args)
+    command = max_serve_command(serve_args, gguf_folder(serve_args.gguf, folder))
+    base_url, name = f"http://127.0.0.1:{serve_args.port}", served_name(serve_args)
     with open(scratch / "max-serve.log", "w") as log:
         server = start(command, log)
         try:
@@ -78,10 +75,16 @@ def fast_stream(gguf: Path, max_tokens: int, requests: int) -> dict:
 def run(args: argparse.Namespace, gguf: Path, scratch: Path) -> dict:
     from devtools.bench.machine import machine_line
 
-    served = measure_server(args, gguf, scratch)
-    name = served_name(argparse.Namespace(gguf=gguf))
+    serve_args = argparse.Namespace(
+        host="127.0.0.1",
+        port=free_port(),
+        max_batch_size=max(args.concurrency),
+        device=None,
+        gguf=gguf,
+    )
+    served = measure_server(args, serve_args, scratch)
     llama = llama_server.measure_file(
-        gguf, scratch, args.concurrency, args.requests, args.max_tokens, name
+        gguf, scratch, args.concurrency, args.requests, args.max_tokens, served_name(serve_args)
     )
     with progress("fast/llama.py, one stream"):
         fast = fast_stream(gguf, args.max_tokens, min(args.requests, 16))
